@@ -16,6 +16,7 @@ pub mod envelope;
 mod error;
 pub mod names;
 pub mod pg;
+pub mod process;
 pub mod verify;
 mod wait;
 

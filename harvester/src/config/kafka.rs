@@ -1,0 +1,151 @@
+//! librdkafka pass-through settings.
+//!
+//! Users may set any librdkafka property (security, timeouts, compression), except those the
+//! harvester must control for correctness: setting one of those is an error naming the key,
+//! never a silent override (as in Vector's Kafka sink).
+
+use std::collections::BTreeMap;
+
+use rdkafka::ClientConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigProblem;
+
+/// librdkafka properties shared by every client the harvester creates. Default:
+/// `bootstrap.servers = localhost:9092`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct KafkaConfig(pub BTreeMap<String, String>);
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        KafkaConfig(BTreeMap::from([(
+            "bootstrap.servers".into(),
+            "localhost:9092".into(),
+        )]))
+    }
+}
+
+impl KafkaConfig {
+    /// Only `bootstrap.servers` set.
+    pub fn with_bootstrap(servers: &str) -> Self {
+        KafkaConfig(BTreeMap::from([(
+            "bootstrap.servers".into(),
+            servers.into(),
+        )]))
+    }
+
+    /// Sets one property.
+    pub fn set(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.0.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// The user's properties plus `forced`; a user property that collides with a forced one
+    /// is reported against `field` with the forced value.
+    pub fn client_config(
+        &self,
+        field: &str,
+        role: &str,
+        forced: &[(&str, String)],
+    ) -> Result<ClientConfig, Vec<ConfigProblem>> {
+        let mut problems = Vec::new();
+        let mut config = ClientConfig::new();
+        for (key, value) in &self.0 {
+            if let Some((_, forced_value)) = forced.iter().find(|(k, _)| k == key) {
+                problems.push(ConfigProblem::new(
+                    format!("{field}.\"{key}\""),
+                    format!(
+                        "is set by the harvester for its {role} (to {forced_value}); remove it from the configuration"
+                    ),
+                ));
+            }
+            config.set(key, value);
+        }
+        for (key, value) in forced {
+            config.set(*key, value);
+        }
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Problems with the map itself (checked by `validate()`).
+    pub fn problems(&self, field: &str) -> Vec<ConfigProblem> {
+        let mut problems = Vec::new();
+        match self.0.get("bootstrap.servers") {
+            Some(v) if !v.trim().is_empty() => {}
+            _ => problems.push(ConfigProblem::new(
+                format!("{field}.\"bootstrap.servers\""),
+                "is required: list the brokers, e.g. \"localhost:9092\"",
+            )),
+        }
+        problems
+    }
+
+    /// The value of a property, if set.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    /// The properties with secrets (passwords, keys, tokens) replaced.
+    pub fn redacted(&self) -> BTreeMap<String, String> {
+        self.0
+            .iter()
+            .map(|(k, v)| {
+                let secret = ["password", "secret", "key", "token", "jaas"]
+                    .iter()
+                    .any(|s| {
+                        k.contains(s) && !k.ends_with(".location") && k != "group.instance.id"
+                    });
+                (
+                    k.clone(),
+                    if secret {
+                        "<redacted>".into()
+                    } else {
+                        v.clone()
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forced_key_override_is_an_error_naming_the_key() {
+        let cfg = KafkaConfig::with_bootstrap("b:9092").set("enable.idempotence", "false");
+        let err = cfg
+            .client_config(
+                "kafka",
+                "producers",
+                &[("enable.idempotence", "true".into())],
+            )
+            .unwrap_err();
+        assert_eq!(err.len(), 1);
+        assert!(err[0].field.contains("enable.idempotence"), "{}", err[0]);
+        assert!(err[0].message.contains("remove it"), "{}", err[0]);
+    }
+
+    #[test]
+    fn forced_keys_are_applied() {
+        let cfg = KafkaConfig::with_bootstrap("b:9092");
+        let cc = cfg
+            .client_config("kafka", "producers", &[("linger.ms", "0".into())])
+            .unwrap();
+        assert_eq!(cc.get("linger.ms"), Some("0"));
+        assert_eq!(cc.get("bootstrap.servers"), Some("b:9092"));
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let cfg = KafkaConfig::with_bootstrap("b").set("sasl.password", "hunter2");
+        assert_eq!(cfg.redacted()["sasl.password"], "<redacted>");
+        assert_eq!(cfg.redacted()["bootstrap.servers"], "b");
+    }
+}

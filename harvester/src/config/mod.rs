@@ -1,0 +1,4 @@
+//! The one configuration of the harvester.
+mod kafka;
+
+pub use kafka::KafkaConfig;

@@ -1,0 +1,206 @@
+//! Fast NELI, exclusive mode, over Kafka (after goNELI, with its gaps closed).
+//!
+//! Contenders subscribe the leader topic with one group; the owner of partition 0 leads. The
+//! leader publishes a heartbeat to partition 0 every poll cycle and must read its own back within
+//! `heartbeat_timeout`, or it fences itself. Differences from goNELI, each for safety:
+//! - only this member's own, recent heartbeat for its term counts ([`heartbeat`]);
+//! - [`Neli::is_leader`] checks the heartbeat deadline itself, so a process resumed after
+//!   SIGSTOP cannot act before its pulse thread notices the lapse;
+//! - pulsing runs on a dedicated OS thread that leader work can never block;
+//! - session, poll and heartbeat intervals derive from `heartbeat_timeout` and are forced;
+//! - cooperative rebalancing, so a contender joining does not revoke the leader;
+//! - closing leaves the group at once, so a successor leads in about a second;
+//! - each term has a fresh UUID, never reused (the harvester's `leader_id`).
+
+mod config;
+pub mod heartbeat;
+mod pulser;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+pub use config::{sanitise, NeliConfig, Resolved};
+
+use super::{ElectionEvent, Elector, ElectorState, EventStream, Term};
+use crate::config::KafkaConfig;
+use crate::error::{ConfigProblem, Error};
+use crate::Result;
+
+/// Mutable election state, shared by the pulse thread and callers of [`Neli::is_leader`].
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub lifecycle: ElectorState,
+    /// Partition 0 is assigned to this member.
+    pub assigned: bool,
+    /// The term being served, if leading (possibly lapsed: see `last_seen`).
+    pub leading: Option<Term>,
+    /// The term heartbeats carry while fenced; becomes `leading` when one is read back.
+    pub pending: Term,
+    /// When an own heartbeat for the current term was last read back (or the term began).
+    pub last_seen: Instant,
+}
+
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub config: Resolved,
+    pub inner: Mutex<Inner>,
+    pub events: tokio::sync::mpsc::UnboundedSender<ElectionEvent>,
+}
+
+impl Shared {
+    pub fn is_leader(&self) -> bool {
+        let inner = self.inner.lock();
+        inner.lifecycle == ElectorState::Live
+            && inner.leading.is_some()
+            && inner.last_seen.elapsed() < self.config.heartbeat_timeout
+    }
+
+    pub fn emit(&self, event: ElectionEvent) {
+        tracing::info!(member = %self.config.name, event = event.name(), "election event");
+        let _ = self.events.send(event);
+    }
+}
+
+/// A NELI elector. Dropping it closes it (without waiting).
+#[derive(Debug)]
+pub struct Neli {
+    shared: Arc<Shared>,
+    events: Mutex<Option<EventStream>>,
+    closed: watch::Receiver<Option<std::result::Result<(), String>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Neli {
+    /// Validates the settings and starts contending on a dedicated pulse thread.
+    pub fn start(kafka: &KafkaConfig, config: &NeliConfig) -> Result<Neli> {
+        let mut problems: Vec<ConfigProblem> = config.problems("leader");
+        let resolved = config.resolve();
+        problems.extend(config::kafka_problems(kafka, &resolved, "kafka"));
+        if !problems.is_empty() {
+            return Err(Error::InvalidConfig(problems));
+        }
+        let consumer_config = kafka
+            .client_config(
+                "kafka",
+                "leader-election consumer",
+                &resolved.forced_consumer(),
+            )
+            .map_err(Error::InvalidConfig)?;
+        let producer_config = kafka
+            .client_config("kafka", "heartbeat producer", &resolved.forced_producer())
+            .map_err(Error::InvalidConfig)?;
+        let (tx, stream) = EventStream::channel();
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                lifecycle: ElectorState::Live,
+                assigned: false,
+                leading: None,
+                pending: Term::new(),
+                last_seen: Instant::now(),
+            }),
+            config: resolved,
+            events: tx,
+        });
+        let (closed_tx, closed) = watch::channel(None);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        pulser::spawn(
+            Arc::clone(&shared),
+            consumer_config,
+            producer_config,
+            kafka.clone(),
+            Arc::clone(&stop),
+            closed_tx,
+        )?;
+        tracing::info!(
+            member = %shared.config.name,
+            group = %shared.config.group_id,
+            topic = %shared.config.topic,
+            "neli started"
+        );
+        Ok(Neli {
+            shared,
+            events: Mutex::new(Some(stream)),
+            closed,
+            stop,
+        })
+    }
+
+    /// Resolved settings (group, topic, member name, timeouts).
+    pub fn settings(&self) -> &Resolved {
+        &self.shared.config
+    }
+
+    /// Whether partition 0 is assigned (leading or fenced).
+    pub fn is_assigned(&self) -> bool {
+        self.shared.inner.lock().assigned
+    }
+
+    /// Time since this member last read back its own heartbeat (while assigned).
+    pub fn since_last_heartbeat(&self) -> Option<Duration> {
+        let inner = self.shared.inner.lock();
+        inner.assigned.then(|| inner.last_seen.elapsed())
+    }
+}
+
+impl Elector for Neli {
+    fn describe(&self) -> String {
+        let c = &self.shared.config;
+        format!(
+            "neli member={} group={} topic={}",
+            c.name, c.group_id, c.topic
+        )
+    }
+
+    fn is_leader(&self) -> bool {
+        self.shared.is_leader()
+    }
+
+    fn term(&self) -> Option<Term> {
+        if self.shared.is_leader() {
+            self.shared.inner.lock().leading
+        } else {
+            None
+        }
+    }
+
+    fn state(&self) -> ElectorState {
+        self.shared.inner.lock().lifecycle
+    }
+
+    fn take_events(&self) -> Option<EventStream> {
+        self.events.lock().take()
+    }
+
+    fn close(&self) {
+        let mut inner = self.shared.inner.lock();
+        if inner.lifecycle == ElectorState::Live {
+            inner.lifecycle = ElectorState::Closing;
+        }
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn closed(&self) -> BoxFuture<'static, Result<()>> {
+        let mut closed = self.closed.clone();
+        Box::pin(async move {
+            let outcome = closed
+                .wait_for(Option::is_some)
+                .await
+                .map(|v| v.clone())
+                .map_err(|_| Error::Election("pulse thread vanished".into()))?;
+            match outcome {
+                Some(Err(e)) => Err(Error::Election(e)),
+                _ => Ok(()),
+            }
+        })
+    }
+}
+
+impl Drop for Neli {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,342 @@
+//! The pulse thread: polls the consumer (which runs the rebalance callbacks), publishes and
+//! reads back heartbeats, and fences on a lapse.
+//!
+//! It is a plain OS thread rather than a task so that nothing the application does (a stuck
+//! pipeline, a saturated runtime) can stop it from noticing a lapse. librdkafka's rebalance
+//! callbacks run on this thread inside `poll`, which is what lets a revocation block until the
+//! application acknowledges it (the hand-off barrier) before partition 0 is released.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientConfig, TopicPartitionList};
+use tokio::sync::watch;
+
+use super::heartbeat::{now_ms, Heartbeat};
+use super::Shared;
+use crate::config::KafkaConfig;
+use crate::election::{wait_ack_blocking, Ack, ElectionEvent, ElectorState, Term};
+use crate::error::Error;
+use crate::Result;
+
+type Closed = watch::Sender<Option<std::result::Result<(), String>>>;
+
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    consumer_config: ClientConfig,
+    producer_config: ClientConfig,
+    kafka: KafkaConfig,
+    stop: Arc<AtomicBool>,
+    closed: Closed,
+) -> Result<()> {
+    std::thread::Builder::new()
+        .name("neli-pulse".into())
+        .spawn(move || {
+            let outcome = run(&shared, consumer_config, producer_config, &kafka, &stop);
+            if let Err(e) = &outcome {
+                tracing::error!(member = %shared.config.name, "neli failed: {e}");
+            }
+            {
+                let mut inner = shared.inner.lock();
+                inner.lifecycle = ElectorState::Closed;
+                inner.leading = None;
+                inner.assigned = false;
+            }
+            let _ = closed.send(Some(outcome.map_err(|e| error_chain(&e))));
+        })
+        .map_err(|source| Error::Io {
+            action: "spawn the neli pulse thread".into(),
+            source,
+        })?;
+    Ok(())
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    s
+}
+
+/// Bridges librdkafka's rebalance callbacks to election events.
+struct NeliContext {
+    shared: Arc<Shared>,
+}
+
+impl ClientContext for NeliContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        log_to_tracing(&self.shared.config.name, level, fac, message);
+    }
+}
+
+pub(crate) fn log_to_tracing(member: &str, level: RDKafkaLogLevel, fac: &str, message: &str) {
+    match level {
+        RDKafkaLogLevel::Emerg
+        | RDKafkaLogLevel::Alert
+        | RDKafkaLogLevel::Critical
+        | RDKafkaLogLevel::Error => tracing::error!(member, fac, "librdkafka: {message}"),
+        RDKafkaLogLevel::Warning => tracing::warn!(member, fac, "librdkafka: {message}"),
+        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+            tracing::debug!(member, fac, "librdkafka: {message}")
+        }
+        RDKafkaLogLevel::Debug => tracing::trace!(member, fac, "librdkafka: {message}"),
+    }
+}
+
+fn holds_partition_zero(tpl: &TopicPartitionList, topic: &str) -> bool {
+    tpl.elements()
+        .iter()
+        .any(|e| e.topic() == topic && e.partition() == 0)
+}
+
+impl ConsumerContext for NeliContext {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            if holds_partition_zero(tpl, &self.shared.config.topic) {
+                self.revoked();
+            }
+        }
+    }
+
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(tpl) if holds_partition_zero(tpl, &self.shared.config.topic) => {
+                self.assigned();
+            }
+            Rebalance::Error(e) => {
+                tracing::warn!(member = %self.shared.config.name, "rebalance error: {e}")
+            }
+            _ => {}
+        }
+    }
+}
+
+impl NeliContext {
+    fn assigned(&self) {
+        let term = Term::new();
+        {
+            let mut inner = self.shared.inner.lock();
+            inner.assigned = true;
+            inner.leading = Some(term);
+            inner.pending = term;
+            inner.last_seen = Instant::now();
+        }
+        self.shared.emit(ElectionEvent::Acquired { term });
+    }
+
+    /// Runs inside librdkafka's revoke callback, before partition 0 is released: blocks until
+    /// the application acknowledges (bounded), which is the hand-off barrier.
+    fn revoked(&self) {
+        let term = {
+            let mut inner = self.shared.inner.lock();
+            inner.assigned = false;
+            inner.pending = Term::new();
+            inner.leading.take()
+        };
+        let (ack, acked) = Ack::new();
+        self.shared.emit(ElectionEvent::Revoked { term, ack });
+        let timeout = self.shared.config.revoke_timeout;
+        let started = Instant::now();
+        if wait_ack_blocking(acked, timeout) {
+            tracing::info!(member = %self.shared.config.name, waited = ?started.elapsed(), "revoke acknowledged");
+        } else {
+            tracing::warn!(
+                member = %self.shared.config.name,
+                "revoke barrier not acknowledged within {timeout:?}; handing over anyway"
+            );
+        }
+    }
+}
+
+fn run(
+    shared: &Arc<Shared>,
+    consumer_config: ClientConfig,
+    producer_config: ClientConfig,
+    kafka: &KafkaConfig,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let config = &shared.config;
+    let producer: BaseProducer = producer_config
+        .create()
+        .map_err(Error::kafka("create the heartbeat producer"))?;
+    if config.create_topic {
+        ensure_topic(
+            kafka,
+            &producer,
+            &config.topic,
+            config.heartbeat_timeout.min(Duration::from_secs(5)),
+        );
+    }
+    let consumer: BaseConsumer<NeliContext> = consumer_config
+        .create_with_context(NeliContext {
+            shared: Arc::clone(shared),
+        })
+        .map_err(Error::kafka("create the leader-election consumer"))?;
+    consumer
+        .subscribe(&[&config.topic])
+        .map_err(Error::kafka(format!("subscribe to {}", config.topic)))?;
+
+    let mut last_error_log = Instant::now() - Duration::from_secs(60);
+    while !stop.load(Ordering::SeqCst) {
+        let cycle_end = Instant::now() + config.min_poll_interval;
+        loop {
+            let remaining = cycle_end.saturating_duration_since(Instant::now());
+            match consumer.poll(remaining) {
+                Some(Ok(message)) if message.partition() == 0 => {
+                    if let Some(hb) = message.payload().and_then(Heartbeat::decode) {
+                        on_heartbeat(shared, &hb);
+                    }
+                }
+                Some(Err(e)) if last_error_log.elapsed() > Duration::from_secs(5) => {
+                    tracing::warn!(member = %config.name, "leader-topic consumer: {e}");
+                    last_error_log = Instant::now();
+                }
+                _ => {}
+            }
+            if remaining.is_zero() || stop.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        producer.poll(Duration::ZERO);
+        let heartbeat_term = {
+            let inner = shared.inner.lock();
+            inner
+                .assigned
+                .then(|| inner.leading.unwrap_or(inner.pending))
+        };
+        if let Some(term) = heartbeat_term {
+            let payload = Heartbeat::new(&config.name, term.id()).encode();
+            let record = BaseRecord::to(&config.topic)
+                .partition(0)
+                .key(&config.name)
+                .payload(&payload);
+            if let Err((e, _)) = producer.send(record) {
+                tracing::debug!(member = %config.name, "heartbeat not queued: {e}");
+            }
+        }
+        check_lapse(shared);
+    }
+
+    tracing::info!(member = %config.name, "neli closing: leaving the group");
+    // Dropping the consumer closes it: the revoke callback (with its barrier) runs, then the
+    // member leaves the group so a successor is assigned without waiting for a session timeout.
+    drop(consumer);
+    let _ = producer.flush(Duration::from_secs(1));
+    tracing::info!(member = %config.name, "neli closed");
+    Ok(())
+}
+
+fn on_heartbeat(shared: &Shared, hb: &Heartbeat) {
+    let config = &shared.config;
+    let now = now_ms();
+    let acquired = {
+        let mut inner = shared.inner.lock();
+        if !inner.assigned || inner.lifecycle != ElectorState::Live {
+            return;
+        }
+        match inner.leading {
+            Some(term)
+                if hb.vouches_for(&config.name, term.id(), now, config.heartbeat_timeout) =>
+            {
+                inner.last_seen = Instant::now();
+                None
+            }
+            None if hb.vouches_for(
+                &config.name,
+                inner.pending.id(),
+                now,
+                config.heartbeat_timeout,
+            ) =>
+            {
+                let term = inner.pending;
+                inner.leading = Some(term);
+                inner.last_seen = Instant::now();
+                Some(term)
+            }
+            _ => None,
+        }
+    };
+    if let Some(term) = acquired {
+        shared.emit(ElectionEvent::Acquired { term });
+    }
+}
+
+fn check_lapse(shared: &Shared) {
+    let fenced = {
+        let mut inner = shared.inner.lock();
+        match inner.leading {
+            Some(term) if inner.last_seen.elapsed() >= shared.config.heartbeat_timeout => {
+                inner.leading = None;
+                inner.pending = Term::new();
+                Some(term)
+            }
+            _ => None,
+        }
+    };
+    if let Some(term) = fenced {
+        tracing::warn!(
+            member = %shared.config.name,
+            "no own heartbeat for {:?}: fencing",
+            shared.config.heartbeat_timeout
+        );
+        shared.emit(ElectionEvent::Fenced { term });
+    }
+}
+
+/// Creates the leader topic with one partition if it is missing. Brokers that auto-create topics
+/// (librdkafka's mock, Kafka with `auto.create.topics.enable`) create it on the metadata request.
+/// Bounded: a broker that ignores CreateTopics cannot hold up the election.
+fn ensure_topic(kafka: &KafkaConfig, producer: &BaseProducer, topic: &str, timeout: Duration) {
+    let exists = producer
+        .client()
+        .fetch_metadata(Some(topic), timeout)
+        .map(|m| {
+            m.topics()
+                .iter()
+                .any(|t| t.name() == topic && !t.partitions().is_empty())
+        })
+        .unwrap_or(false);
+    if exists {
+        return;
+    }
+    let created = (|| -> std::result::Result<(), String> {
+        let admin: AdminClient<DefaultClientContext> = kafka
+            .client_config("kafka", "admin client", &[])
+            .map_err(|_| "invalid admin config".to_owned())?
+            .create()
+            .map_err(|e: KafkaError| e.to_string())?;
+        let new_topic = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
+        let options = AdminOptions::new()
+            .operation_timeout(Some(timeout))
+            .request_timeout(Some(timeout));
+        let results = futures::executor::block_on(admin.create_topics([&new_topic], &options))
+            .map_err(|e| e.to_string())?;
+        for result in results {
+            match result {
+                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((_, code)) => return Err(code.to_string()),
+            }
+        }
+        Ok(())
+    })();
+    match created {
+        Ok(()) => tracing::info!(topic, "created the leader topic"),
+        Err(e) => tracing::warn!(
+            topic,
+            "cannot create the leader topic ({e}); waiting for it to exist"
+        ),
+    }
+}
