@@ -59,6 +59,10 @@ pub enum Error {
     #[error("leader election failed: {0}")]
     Election(String),
 
+    /// A pipeline stage failed unexpectedly.
+    #[error("pipeline: {0}")]
+    Pipeline(String),
+
     /// A bounded wait ran out.
     #[error("timed out after {after:?} waiting for {what}")]
     Timeout { what: String, after: Duration },

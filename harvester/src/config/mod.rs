@@ -1,4 +1,275 @@
-//! The one configuration of the harvester.
+//! The one configuration of the harvester: serde (TOML, YAML or JSON), `deny_unknown_fields`,
+//! goharvest's names and default values where goharvest has them, and [`Config::validate`],
+//! which reports every problem with the field and the fix instead of stopping at the first.
+
 mod kafka;
 
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
 pub use kafka::KafkaConfig;
+
+use crate::election::neli::NeliConfig;
+use crate::error::{ConfigProblem, Error};
+use crate::outbox::{Shape, TableName};
+
+/// Everything a harvester needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// librdkafka properties for every Kafka client (producers, election consumer). Default:
+    /// `bootstrap.servers = localhost:9092`. Properties the harvester forces are rejected.
+    pub kafka: KafkaConfig,
+    /// Leader election (NELI).
+    pub leader: NeliConfig,
+    /// The database.
+    pub database: DatabaseConfig,
+    /// The outbox table.
+    pub outbox: OutboxConfig,
+    /// Throughput and timing limits.
+    pub limits: Limits,
+}
+
+/// Database connection settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// Postgres URL. Default `postgres://postgres@localhost:5432/postgres`.
+    pub url: String,
+    /// Connections in the pool (marker, purger, listener, metrics). Default 4.
+    pub max_connections: u32,
+    /// Server-side `statement_timeout` for every harvester statement. Default 10s.
+    #[serde(with = "humantime_serde")]
+    pub statement_timeout: Duration,
+    /// How long to wait for a connection. Default 5s.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Create or upgrade the outbox and quarantine tables on start. Default true.
+    pub migrate: bool,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            url: "postgres://postgres@localhost:5432/postgres".into(),
+            max_connections: 4,
+            statement_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            migrate: true,
+        }
+    }
+}
+
+impl DatabaseConfig {
+    /// The URL with any password replaced.
+    pub fn redacted_url(&self) -> String {
+        match (self.url.find("://"), self.url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                let creds = &self.url[scheme + 3..at];
+                match creds.find(':') {
+                    Some(colon) => format!(
+                        "{}{}:<redacted>{}",
+                        &self.url[..scheme + 3],
+                        &creds[..colon],
+                        &self.url[at..]
+                    ),
+                    None => self.url.clone(),
+                }
+            }
+            _ => self.url.clone(),
+        }
+    }
+}
+
+/// Which table to harvest and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutboxConfig {
+    /// Table name, optionally schema-qualified (`billing.outbox`). Default `outbox`.
+    pub table: TableName,
+    /// Table layout: `native` (default) or `goharvest` (an existing goharvest table, unchanged).
+    pub shape: Shape,
+    /// Where unpublishable rows go. Default `<table>_quarantine` in the same schema.
+    pub quarantine_table: Option<TableName>,
+    /// Rows without a key are quarantined (per-key ordering needs a key). Default true; when
+    /// false, rows without a key are published without one, ordered among themselves.
+    pub require_key: bool,
+}
+
+impl Default for OutboxConfig {
+    fn default() -> Self {
+        OutboxConfig {
+            table: TableName {
+                schema: None,
+                table: "outbox".into(),
+            },
+            shape: Shape::Native,
+            quarantine_table: None,
+            require_key: true,
+        }
+    }
+}
+
+impl OutboxConfig {
+    /// The quarantine table, defaulted.
+    pub fn quarantine(&self) -> TableName {
+        self.quarantine_table
+            .clone()
+            .unwrap_or_else(|| self.table.sibling("_quarantine"))
+    }
+}
+
+/// Limits, with goharvest's names and defaults where it has them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Pause after a database or Kafka I/O error before retrying. Default 500ms.
+    #[serde(with = "humantime_serde")]
+    pub io_error_backoff: Duration,
+    /// First pause when a mark finds nothing; doubles up to `idle_poll_interval`. Default 10ms.
+    #[serde(with = "humantime_serde")]
+    pub mark_backoff: Duration,
+    /// Longest pause between marks when idle and no NOTIFY arrives. Default 1s.
+    #[serde(with = "humantime_serde")]
+    pub idle_poll_interval: Duration,
+    /// Records held by the pipeline at once (in flight to Kafka, or waiting behind an earlier
+    /// record of their key, until purged). Default 1000.
+    pub max_in_flight_records: usize,
+    /// Producer shards, each with its own idempotent producer; keys are routed by FNV-1a.
+    /// Default 8.
+    pub send_concurrency: usize,
+    /// Marked batches buffered per shard. Default 10.
+    pub send_buffer: usize,
+    /// Rows per mark query. Default 100.
+    pub mark_query_records: usize,
+    /// Most ids per purge or reset statement. Default 1000.
+    pub purge_batch_records: usize,
+    /// On revocation, how long to wait for outstanding deliveries before handing over.
+    /// Default 5s; must stay below `leader.revoke_timeout`.
+    #[serde(with = "humantime_serde")]
+    pub drain_timeout: Duration,
+    /// Deliveries of a row that fail with an error that may be permanent (unknown topic,
+    /// authorisation, invalid record) before it is quarantined. Default 5.
+    pub max_delivery_attempts: u32,
+    /// Interval of `Meter` events. Default 5s.
+    #[serde(with = "humantime_serde")]
+    pub min_metrics_interval: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            io_error_backoff: Duration::from_millis(500),
+            mark_backoff: Duration::from_millis(10),
+            idle_poll_interval: Duration::from_secs(1),
+            max_in_flight_records: 1000,
+            send_concurrency: 8,
+            send_buffer: 10,
+            mark_query_records: 100,
+            purge_batch_records: 1000,
+            drain_timeout: Duration::from_secs(5),
+            max_delivery_attempts: 5,
+            min_metrics_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Producer settings the harvester must control.
+pub(crate) fn forced_producer() -> Vec<(&'static str, String)> {
+    vec![("enable.idempotence", "true".into())]
+}
+
+impl Config {
+    /// Every problem, each with the field and the fix; empty when valid.
+    pub fn problems(&self) -> Vec<ConfigProblem> {
+        let mut p = self.leader.problems("leader");
+        let neli = self.leader.resolve();
+        p.extend(crate::election::neli::kafka_problems(
+            &self.kafka,
+            &neli,
+            "kafka",
+        ));
+        if let Err(e) = self
+            .kafka
+            .client_config("kafka", "producers", &forced_producer())
+        {
+            p.extend(e);
+        }
+        if !self.database.url.starts_with("postgres://")
+            && !self.database.url.starts_with("postgresql://")
+        {
+            p.push(ConfigProblem::new(
+                "database.url",
+                "must be a postgres:// URL, e.g. postgres://user@host:5432/db",
+            ));
+        }
+        if self.database.max_connections < 2 {
+            p.push(ConfigProblem::new(
+                "database.max_connections",
+                "must be at least 2 (marker and purger run concurrently)",
+            ));
+        }
+        if self.database.statement_timeout.is_zero() {
+            p.push(ConfigProblem::new(
+                "database.statement_timeout",
+                "must be above zero; every statement is bounded (e.g. 10s)",
+            ));
+        }
+        let l = &self.limits;
+        let positive = [
+            ("limits.max_in_flight_records", l.max_in_flight_records),
+            ("limits.send_concurrency", l.send_concurrency),
+            ("limits.send_buffer", l.send_buffer),
+            ("limits.mark_query_records", l.mark_query_records),
+            ("limits.purge_batch_records", l.purge_batch_records),
+            (
+                "limits.max_delivery_attempts",
+                l.max_delivery_attempts as usize,
+            ),
+        ];
+        for (field, v) in positive {
+            if v == 0 {
+                p.push(ConfigProblem::new(field, "must be at least 1"));
+            }
+        }
+        if l.send_concurrency > 256 {
+            p.push(ConfigProblem::new(
+                "limits.send_concurrency",
+                "is above 256; each shard has its own producer and threads",
+            ));
+        }
+        if l.mark_query_records > l.max_in_flight_records {
+            p.push(ConfigProblem::new(
+                "limits.mark_query_records",
+                format!("({}) exceeds limits.max_in_flight_records ({}); a mark can never be larger than what may be in flight", l.mark_query_records, l.max_in_flight_records),
+            ));
+        }
+        if l.mark_backoff > l.idle_poll_interval {
+            p.push(ConfigProblem::new(
+                "limits.mark_backoff",
+                "must not exceed limits.idle_poll_interval",
+            ));
+        }
+        if l.drain_timeout >= neli.revoke_timeout {
+            p.push(ConfigProblem::new(
+                "limits.drain_timeout",
+                format!("({:?}) must be below the revoke timeout ({:?}) or the hand-off barrier gives up first", l.drain_timeout, neli.revoke_timeout),
+            ));
+        }
+        p
+    }
+
+    /// `Ok` when valid, else every problem.
+    pub fn validate(&self) -> crate::Result<()> {
+        let problems = self.problems();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::InvalidConfig(problems))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

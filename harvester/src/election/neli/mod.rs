@@ -13,8 +13,10 @@
 //! - each term has a fresh UUID, never reused (the harvester's `leader_id`).
 
 mod config;
+pub(crate) use config::kafka_problems;
 pub mod heartbeat;
 mod pulser;
+pub(crate) use pulser::log_to_tracing;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

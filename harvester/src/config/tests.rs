@@ -1,0 +1,74 @@
+use super::*;
+
+#[test]
+fn defaults_are_valid_and_match_goharvest() {
+    let c = Config::default();
+    c.validate().unwrap();
+    assert_eq!(c.limits.max_in_flight_records, 1000);
+    assert_eq!(c.limits.send_concurrency, 8);
+    assert_eq!(c.limits.send_buffer, 10);
+    assert_eq!(c.limits.mark_query_records, 100);
+    assert_eq!(c.limits.io_error_backoff, Duration::from_millis(500));
+    assert_eq!(c.limits.mark_backoff, Duration::from_millis(10));
+    assert_eq!(c.limits.min_metrics_interval, Duration::from_secs(5));
+}
+
+#[test]
+fn unknown_fields_are_rejected() {
+    let err = serde_json::from_str::<Config>(r#"{"limits": {"max_in_flight": 5}}"#).unwrap_err();
+    assert!(err.to_string().contains("max_in_flight"), "{err}");
+}
+
+#[test]
+fn humane_durations() {
+    let c: Config = serde_json::from_str(r#"{"limits": {"drain_timeout": "2s 500ms"}}"#).unwrap();
+    assert_eq!(c.limits.drain_timeout, Duration::from_millis(2500));
+    assert!(serde_json::from_str::<Config>(r#"{"limits": {"drain_timeout": "soon"}}"#).is_err());
+}
+
+#[test]
+fn every_problem_is_reported_with_field() {
+    let mut c = Config::default();
+    c.limits.max_in_flight_records = 0;
+    c.limits.send_concurrency = 0;
+    c.kafka = KafkaConfig::with_bootstrap("b").set("enable.idempotence", "false");
+    let fields: Vec<_> = c.problems().into_iter().map(|p| p.field).collect();
+    assert!(
+        fields.contains(&"limits.max_in_flight_records".to_owned()),
+        "{fields:?}"
+    );
+    assert!(fields.contains(&"limits.send_concurrency".to_owned()));
+    assert!(fields.iter().any(|f| f.contains("enable.idempotence")));
+    let message = c.validate().unwrap_err().to_string();
+    assert!(message.contains("limits.send_concurrency"), "{message}");
+}
+
+#[test]
+fn drain_must_fit_inside_the_barrier() {
+    let mut c = Config::default();
+    c.limits.drain_timeout = Duration::from_secs(30);
+    assert!(c
+        .problems()
+        .iter()
+        .any(|p| p.field == "limits.drain_timeout"));
+}
+
+#[test]
+fn table_names_parse_in_config() {
+    let c: Config = serde_json::from_str(r#"{"outbox": {"table": "billing.outbox"}}"#).unwrap();
+    assert_eq!(c.outbox.table.quoted(), "\"billing\".\"outbox\"");
+    assert_eq!(
+        c.outbox.quarantine().quoted(),
+        "\"billing\".\"outbox_quarantine\""
+    );
+    assert!(serde_json::from_str::<Config>(r#"{"outbox": {"table": "a;b"}}"#).is_err());
+}
+
+#[test]
+fn password_is_redacted() {
+    let d = DatabaseConfig {
+        url: "postgres://u:secret@h:5432/db".into(),
+        ..Default::default()
+    };
+    assert_eq!(d.redacted_url(), "postgres://u:<redacted>@h:5432/db");
+}

@@ -1,0 +1,412 @@
+//! The harvester: an elector plus, for each leadership term, a pipeline.
+//!
+//! It reacts to election events: `Acquired` starts a pipeline for the term (its first leader id
+//! is the term id); `Fenced` cuts it at once; `Revoked` stops marking, drains and purges, then
+//! releases the hand-off barrier. A pipeline that fails on its own is restarted with a fresh
+//! leader id while the term lasts. Shutdown is a `CancellationToken` passed to [`Harvester::run`].
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Executor, PgPool};
+use tokio::sync::{broadcast, mpsc, Semaphore};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::config::{forced_producer, Config};
+use crate::election::neli::Neli;
+use crate::election::{ElectionEvent, Elector, Term};
+use crate::error::Error;
+use crate::outbox::{migrate, Statements};
+use crate::pipeline::{run_term, ShardProducer, Stats, StatsSnapshot, TermContext};
+use crate::Result;
+
+/// What happened to a harvester, for embedders (goharvest's events, plus a meter).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HarvestEvent {
+    /// Leadership acquired; rows are marked with `leader_id`.
+    Acquired { leader_id: Uuid },
+    /// A fresh leader id after a forced re-mark.
+    Refreshed { leader_id: Uuid },
+    /// Leadership handed over in an orderly way (pipeline drained).
+    Revoked,
+    /// Leadership lapsed; publishing stopped at once.
+    Fenced,
+    /// Periodic counters (every `limits.min_metrics_interval`).
+    Meter(StatsSnapshot),
+}
+
+/// Lifecycle of a harvester.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HarvesterState {
+    Created,
+    Running,
+    Closing,
+    Closed,
+}
+
+#[derive(Debug)]
+struct Status {
+    state: HarvesterState,
+    leader_id: Option<Uuid>,
+}
+
+/// An outbox harvester. See the crate docs.
+#[derive(Debug)]
+pub struct Harvester {
+    config: Config,
+    pool: PgPool,
+    elector: Arc<dyn Elector>,
+    statements: Arc<Statements>,
+    stats: Arc<Stats>,
+    status: Arc<RwLock<Status>>,
+    events: broadcast::Sender<HarvestEvent>,
+    epochs: AtomicU64,
+}
+
+struct RunningTerm {
+    term: Term,
+    graceful: CancellationToken,
+    hard: CancellationToken,
+    handle: JoinHandle<Result<()>>,
+}
+
+/// A connection pool with the harvester's statement timeout on every connection.
+pub async fn connect_pool(config: &Config) -> Result<PgPool> {
+    let timeout_ms = config.database.statement_timeout.as_millis();
+    PgPoolOptions::new()
+        .max_connections(config.database.max_connections)
+        .acquire_timeout(config.database.connect_timeout)
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                conn.execute(format!("SET statement_timeout = {timeout_ms}").as_str())
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect(&config.database.url)
+        .await
+        .map_err(Error::db(format!(
+            "connect to {}",
+            config.database.redacted_url()
+        )))
+}
+
+impl Harvester {
+    /// Validates `config`, connects to Postgres, applies migrations (if `database.migrate`),
+    /// and starts contending for leadership with NELI.
+    pub async fn connect(config: Config) -> Result<Self> {
+        config.validate()?;
+        let pool = connect_pool(&config).await?;
+        let elector = Arc::new(Neli::start(&config.kafka, &config.leader)?);
+        Self::with_elector(config, pool, elector).await
+    }
+
+    /// A harvester with a pool and an elector of the caller's (e.g. [`crate::election::mock::MockElector`]).
+    pub async fn with_elector(
+        config: Config,
+        pool: PgPool,
+        elector: Arc<dyn Elector>,
+    ) -> Result<Self> {
+        config.validate()?;
+        let table = config.outbox.table.clone();
+        let quarantine = config.outbox.quarantine();
+        if config.database.migrate {
+            migrate(&pool, &table, &quarantine, config.outbox.shape).await?;
+        }
+        let statements = Arc::new(Statements::new(&table, &quarantine, config.outbox.shape));
+        let (events, _) = broadcast::channel(1024);
+        Ok(Harvester {
+            config,
+            pool,
+            elector,
+            statements,
+            stats: Arc::new(Stats::default()),
+            status: Arc::new(RwLock::new(Status {
+                state: HarvesterState::Created,
+                leader_id: None,
+            })),
+            events,
+            epochs: AtomicU64::new(0),
+        })
+    }
+
+    /// Events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<HarvestEvent> {
+        self.events.subscribe()
+    }
+
+    /// Calls `f` for every event on a task of its own.
+    pub fn on_event<F>(&self, mut f: F) -> JoinHandle<()>
+    where
+        F: FnMut(HarvestEvent) + Send + 'static,
+    {
+        let mut rx = self.subscribe();
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(e) => f(e),
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        })
+    }
+
+    pub fn state(&self) -> HarvesterState {
+        self.status.read().state
+    }
+
+    /// Whether this harvester leads now (deadline-checked by the elector).
+    pub fn is_leader(&self) -> bool {
+        self.elector.is_leader()
+    }
+
+    /// The leader id rows are currently marked with, while leading.
+    pub fn leader_id(&self) -> Option<Uuid> {
+        if self.elector.is_leader() {
+            self.status.read().leader_id
+        } else {
+            None
+        }
+    }
+
+    /// Records held by the pipeline (in flight or waiting behind their key).
+    pub fn in_flight_records(&self) -> i64 {
+        self.stats.in_flight_records.load(Ordering::Relaxed)
+    }
+
+    /// Keys with a record held.
+    pub fn in_flight_keys(&self) -> i64 {
+        self.stats.in_flight_keys.load(Ordering::Relaxed)
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// The elector.
+    pub fn elector(&self) -> &Arc<dyn Elector> {
+        &self.elector
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn emit(&self, event: HarvestEvent) {
+        let _ = self.events.send(event);
+    }
+
+    fn set_state(&self, state: HarvesterState) {
+        self.status.write().state = state;
+    }
+
+    /// Runs until `cancel`: then stops marking, drains, purges, leaves the group and returns.
+    pub async fn run(&self, cancel: CancellationToken) -> Result<()> {
+        let mut events = self
+            .elector
+            .take_events()
+            .ok_or(Error::Closed("the elector's event stream"))?;
+        self.set_state(HarvesterState::Running);
+        let (refresh_tx, mut refresh_rx) = mpsc::unbounded_channel();
+        let mut meter = tokio::time::interval(self.config.limits.min_metrics_interval);
+        meter.tick().await;
+        let mut running: Option<RunningTerm> = None;
+        let outcome = loop {
+            tokio::select! {
+                () = cancel.cancelled() => break Ok(()),
+                event = events.recv() => match event {
+                    None => break self.elector.closed().await,
+                    Some(ElectionEvent::Acquired { term }) => {
+                        self.stop(running.take(), true).await;
+                        running = Some(self.start(term, term.id(), &refresh_tx));
+                        self.emit(HarvestEvent::Acquired { leader_id: term.id() });
+                    }
+                    Some(ElectionEvent::Fenced { .. }) => {
+                        self.stop(running.take(), true).await;
+                        self.emit(HarvestEvent::Fenced);
+                    }
+                    Some(ElectionEvent::Revoked { ack, .. }) => {
+                        self.stop(running.take(), false).await;
+                        ack.ack();
+                        self.emit(HarvestEvent::Revoked);
+                    }
+                },
+                Some(generation) = refresh_rx.recv() => {
+                    self.status.write().leader_id = Some(generation);
+                    self.emit(HarvestEvent::Refreshed { leader_id: generation });
+                }
+                ended = async { (&mut running.as_mut().expect("guarded").handle).await }, if running.is_some() => {
+                    let term = running.take().expect("guarded").term;
+                    match ended {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => tracing::warn!("pipeline stopped: {e}; restarting with a fresh leader id"),
+                        Err(e) => tracing::error!("pipeline panicked: {e}; restarting with a fresh leader id"),
+                    }
+                    tokio::time::sleep(self.config.limits.io_error_backoff).await;
+                    if self.elector.term() == Some(term) {
+                        running = Some(self.start(term, Uuid::new_v4(), &refresh_tx));
+                    }
+                }
+                _ = meter.tick() => self.emit(HarvestEvent::Meter(self.stats.snapshot())),
+            }
+        };
+        self.set_state(HarvesterState::Closing);
+        self.stop(running.take(), false).await;
+        self.elector.close();
+        // The elector's revoke barrier may fire while closing: acknowledge it (the pipeline is
+        // already stopped) until the elector reports closed.
+        let bound = self.config.leader.resolve().revoke_timeout + Duration::from_secs(5);
+        let closing = async {
+            let closed = self.elector.closed();
+            tokio::pin!(closed);
+            let mut open = true;
+            loop {
+                tokio::select! {
+                    r = &mut closed => break r,
+                    event = events.recv(), if open => match event {
+                        Some(ElectionEvent::Revoked { ack, .. }) => ack.ack(),
+                        Some(_) => {}
+                        None => open = false,
+                    },
+                }
+            }
+        };
+        let closed = tokio::time::timeout(bound, closing)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Timeout {
+                    what: "the elector to close".into(),
+                    after: bound,
+                })
+            });
+        self.set_state(HarvesterState::Closed);
+        outcome.and(closed)
+    }
+
+    fn start(
+        &self,
+        term: Term,
+        generation: Uuid,
+        refresh: &mpsc::UnboundedSender<Uuid>,
+    ) -> RunningTerm {
+        let epoch = self.epochs.fetch_add(1, Ordering::Relaxed) + 1;
+        self.status.write().leader_id = Some(generation);
+        let limits = self.config.limits.clone();
+        let ctx = Arc::new(TermContext {
+            pool: self.pool.clone(),
+            statements: Arc::clone(&self.statements),
+            shape: self.config.outbox.shape,
+            require_key: self.config.outbox.require_key,
+            permits: Arc::new(Semaphore::new(limits.max_in_flight_records)),
+            limits,
+            elector: Arc::clone(&self.elector),
+            stats: Arc::clone(&self.stats),
+            generations: Arc::new(RwLock::new(vec![generation])),
+            force_remark: Arc::new(AtomicBool::new(false)),
+            on_refresh: refresh.clone(),
+            wake_marker: tokio::sync::Notify::new(),
+            epoch,
+        });
+        let graceful = CancellationToken::new();
+        let hard = CancellationToken::new();
+        let kafka = self.config.kafka.clone();
+        let shards = self.config.limits.send_concurrency;
+        let (g, h) = (graceful.clone(), hard.clone());
+        tracing::info!(%term, %generation, "leading: starting the pipeline");
+        let handle = tokio::spawn(async move {
+            let config = kafka
+                .client_config("kafka", "producers", &forced_producer())
+                .map_err(Error::InvalidConfig)?;
+            let producers = (0..shards)
+                .map(|i| ShardProducer::new(i, &config))
+                .collect::<Result<Vec<_>>>()?;
+            let result = run_term(ctx, producers.clone(), g, h.clone()).await;
+            // Destroying producers blocks until librdkafka lets go; keep that off the runtime.
+            let fenced = h.is_cancelled();
+            let _ = tokio::task::spawn_blocking(move || {
+                for p in &producers {
+                    if fenced {
+                        p.purge_queued();
+                    }
+                }
+                drop(producers);
+            })
+            .await;
+            result
+        });
+        RunningTerm {
+            term,
+            graceful,
+            hard,
+            handle,
+        }
+    }
+
+    /// Stops a term: `hard` cuts it (fenced), otherwise it drains (bounded).
+    async fn stop(&self, running: Option<RunningTerm>, hard: bool) {
+        let Some(mut t) = running else { return };
+        if hard {
+            t.hard.cancel();
+        } else {
+            t.graceful.cancel();
+        }
+        let bound = self.config.limits.drain_timeout + Duration::from_secs(2);
+        let ended = tokio::time::timeout(bound, &mut t.handle).await;
+        if ended.is_err() {
+            tracing::warn!("pipeline did not stop within {bound:?}; cutting it");
+            t.hard.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(5), &mut t.handle).await;
+        }
+        self.status.write().leader_id = None;
+        tracing::info!(term = %t.term, hard, "pipeline stopped");
+    }
+
+    /// Runs on a task of its own; stop with [`HarvesterHandle::stop`].
+    pub fn spawn(self: Arc<Self>) -> HarvesterHandle {
+        let cancel = CancellationToken::new();
+        let token = cancel.clone();
+        let harvester = Arc::clone(&self);
+        let join = tokio::spawn(async move { harvester.run(token).await });
+        HarvesterHandle {
+            harvester: self,
+            cancel,
+            join,
+        }
+    }
+}
+
+/// A running harvester.
+#[derive(Debug)]
+pub struct HarvesterHandle {
+    pub harvester: Arc<Harvester>,
+    cancel: CancellationToken,
+    join: JoinHandle<Result<()>>,
+}
+
+impl HarvesterHandle {
+    /// Asks it to stop (graceful) and waits.
+    pub async fn stop(self) -> Result<()> {
+        self.cancel.cancel();
+        self.wait().await
+    }
+
+    /// Waits for it to end.
+    pub async fn wait(self) -> Result<()> {
+        self.join
+            .await
+            .map_err(|e| Error::Pipeline(format!("harvester task failed: {e}")))?
+    }
+}

@@ -1,0 +1,114 @@
+//! Numbered migrations for the configured table names.
+//!
+//! sqlx's migrator runs fixed SQL, but the outbox table's name is the user's, so the numbered
+//! files in `harvester/migrations/` are rendered for the table and applied here, each once,
+//! recorded in `harvester_migrations` beside the table, under an advisory lock so that several
+//! starting harvesters do not race.
+
+use sqlx::{Executor, PgPool};
+
+use super::{placeholders, render, Shape, TableName};
+use crate::error::Error;
+use crate::Result;
+
+const NATIVE: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "outbox",
+        include_str!("../../migrations/0001_outbox.sql"),
+    ),
+    (
+        2,
+        "quarantine",
+        include_str!("../../migrations/0002_quarantine.sql"),
+    ),
+    (
+        3,
+        "notify",
+        include_str!("../../migrations/0003_notify.sql"),
+    ),
+];
+
+const GOHARVEST: &[(i32, &str, &str)] = &[(
+    100,
+    "goharvest quarantine",
+    include_str!("../../migrations/0100_goharvest_quarantine.sql"),
+)];
+
+/// Creates or upgrades the outbox (native shape) or only the quarantine (goharvest shape, whose
+/// table is left as it is). Idempotent.
+pub async fn migrate(
+    pool: &PgPool,
+    table: &TableName,
+    quarantine: &TableName,
+    shape: Shape,
+) -> Result<()> {
+    let files = match shape {
+        Shape::Native => NATIVE,
+        Shape::Goharvest => GOHARVEST,
+    };
+    let values = placeholders(table, quarantine);
+    let ledger = table.sibling("_migrations");
+    let mut tx = pool
+        .begin()
+        .await
+        .map_err(Error::db("begin the migration transaction"))?;
+    let lock_key = i64::from(crate::pipeline::route::fnv1a32(table.quoted().as_bytes()));
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(lock_key)
+        .execute(&mut *tx)
+        .await
+        .map_err(Error::db("take the migration lock"))?;
+    if let Some(schema) = &table.schema {
+        tx.execute(
+            format!(
+                "CREATE SCHEMA IF NOT EXISTS \"{}\"",
+                schema.replace('"', "\"\"")
+            )
+            .as_str(),
+        )
+        .await
+        .map_err(Error::db(format!("create schema {schema}")))?;
+    }
+    tx.execute(
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (version INT PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+            ledger.quoted()
+        )
+        .as_str(),
+    )
+    .await
+    .map_err(Error::db("create the migration ledger"))?;
+    for (version, name, sql) in files {
+        let done: Option<i32> = sqlx::query_scalar(&format!(
+            "SELECT version FROM {} WHERE version = $1",
+            ledger.quoted()
+        ))
+        .bind(version)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(Error::db("read the migration ledger"))?;
+        if done.is_some() {
+            continue;
+        }
+        tx.execute(render(sql, &values).as_str())
+            .await
+            .map_err(Error::db(format!(
+                "apply migration {version:04} ({name}) to {table}"
+            )))?;
+        sqlx::query(&format!(
+            "INSERT INTO {} (version, name) VALUES ($1, $2)",
+            ledger.quoted()
+        ))
+        .bind(version)
+        .bind(*name)
+        .execute(&mut *tx)
+        .await
+        .map_err(Error::db("record the migration"))?;
+        tracing::info!(%table, version, name, "applied migration");
+    }
+    tx.commit()
+        .await
+        .map_err(Error::db("commit the migrations"))?;
+    Ok(())
+}

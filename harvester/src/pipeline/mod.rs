@@ -1,0 +1,181 @@
+//! MP/R as a sharded three-stage pipeline, run for one leadership term at a time.
+//!
+//! ```text
+//! marker ──batches (bounded, send_buffer)──▶ shard 0..N ──acks/failures (bounded)──▶ purger
+//!    ▲                                          ▲                                    │
+//!    └── permits (max_in_flight_records) ───────┴──────── done (purged ids) ◀────────┘
+//! ```
+//!
+//! - The **marker** escrows rows with the current generation's leader id, in id order, and
+//!   routes them to shards by key hash. A permit per row bounds what the pipeline holds.
+//! - A **producer shard** keeps, per key, an id-ordered queue whose front is the only record of
+//!   that key in flight; other keys in the shard are never blocked by it.
+//! - The **purger** deletes acknowledged rows in batches, resets failed ones, quarantines
+//!   poison, all conditioned on this term's leader ids, and tells the shard when a row is gone;
+//!   only then does the key's next record go out.
+//!
+//! ## One record per key in flight
+//! The idempotent producer keeps a partition's batches in order across its own retries, so two
+//! records of a key in flight would arrive in order *if both succeed*. They do not fail
+//! together, though: with `enable.gapless.guarantee` off (the default, and the only setting that
+//! does not turn a single failed batch into a fatal producer error) record n can fail after n+1
+//! was written, and re-publishing n puts it after n+1: a reorder. With gapless on, one timed-out
+//! batch kills the producer and everything in flight is re-sent, trading the reorder for a
+//! duplicate storm. And even without failures, releasing a key before its row is purged lets a
+//! crash re-send n after n+1 was delivered (a rewind). So a key's next record leaves only when the
+//! previous one is acknowledged **and purged**, as goharvest does; hot keys are bounded by one
+//! round trip plus one batched purge, and other keys proceed in parallel.
+//!
+//! ## Failures: re-do no more than correctness requires
+//! goharvest tears down every producer and re-marks everything on any failure. Here a failed
+//! delivery resets only its key's rows (the failed one and those queued behind it) and blocks the
+//! key until they are re-marked, which the next mark does from the head of the table, in id
+//! order. Nothing else is re-sent and producers stay up. A fresh leader id (a full re-mark) is
+//! forced only when memory and table may disagree: a mark or reset statement whose outcome is
+//! unknown, or a pipeline restart. Rows re-marked while still held are recognised and not sent
+//! twice.
+
+pub(crate) mod classify;
+mod marker;
+mod producer;
+mod purger;
+pub mod route;
+mod shard;
+mod stats;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use sqlx::PgPool;
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+pub use stats::{Stats, StatsSnapshot};
+
+use crate::config::Limits;
+use crate::election::Elector;
+use crate::outbox::{Shape, Statements};
+use crate::Result;
+pub(crate) use producer::ShardProducer;
+
+/// Messages from the marker and shards to the purger.
+#[derive(Debug)]
+pub(crate) enum ToPurger {
+    /// Kafka acknowledged the row: delete it, then tell the shard.
+    Acked { shard: usize, id: i64 },
+    /// Reset these rows for re-marking (already dropped from the shard's memory).
+    Reset { ids: Vec<i64> },
+    /// Move the row to the quarantine; tell the shard (if any) when done.
+    Quarantine {
+        shard: Option<usize>,
+        id: i64,
+        reason: String,
+    },
+}
+
+/// Rows the purger has finished with (deleted, quarantined, or no longer ours).
+#[derive(Debug)]
+pub(crate) struct Done {
+    pub ids: Vec<i64>,
+}
+
+/// What the stages of one term share.
+#[derive(Debug)]
+pub(crate) struct TermContext {
+    pub pool: PgPool,
+    pub statements: Arc<Statements>,
+    pub shape: Shape,
+    pub require_key: bool,
+    pub limits: Limits,
+    pub elector: Arc<dyn Elector>,
+    pub stats: Arc<Stats>,
+    /// Leader ids used in this term; the last is current. Purge and reset accept any of them.
+    pub generations: Arc<RwLock<Vec<Uuid>>>,
+    /// Set when memory and table may disagree; the marker then starts a new generation.
+    pub force_remark: Arc<AtomicBool>,
+    /// Told about each new generation (for `Refreshed` events).
+    pub on_refresh: mpsc::UnboundedSender<Uuid>,
+    pub permits: Arc<Semaphore>,
+    /// Wakes an idle marker: reset rows are waiting to be re-marked.
+    pub wake_marker: tokio::sync::Notify,
+    pub epoch: u64,
+}
+
+impl TermContext {
+    pub fn current_generation(&self) -> Uuid {
+        *self
+            .generations
+            .read()
+            .last()
+            .expect("a term starts with a generation")
+    }
+
+    pub fn all_generations(&self) -> Vec<Uuid> {
+        self.generations.read().clone()
+    }
+
+    /// Returns `n` permits (records leaving the pipeline).
+    pub fn release(&self, n: usize) {
+        if n > 0 {
+            self.permits.add_permits(n);
+            self.stats
+                .in_flight_records
+                .fetch_sub(n as i64, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// Runs the pipeline until `graceful` (stop marking, drain, purge) or `hard` (stop at once).
+pub(crate) async fn run_term(
+    ctx: Arc<TermContext>,
+    producers: Vec<Arc<ShardProducer>>,
+    graceful: CancellationToken,
+    hard: CancellationToken,
+) -> Result<()> {
+    let shards = producers.len();
+    let (purge_tx, purge_rx) = mpsc::channel(ctx.limits.purge_batch_records.max(64));
+    let mut batch_txs = Vec::with_capacity(shards);
+    let mut done_txs = Vec::with_capacity(shards);
+    let mut tasks = tokio::task::JoinSet::new();
+    for producer in producers {
+        let (batch_tx, batch_rx) = mpsc::channel(ctx.limits.send_buffer);
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        batch_txs.push(batch_tx);
+        done_txs.push(done_tx);
+        let shard = shard::Shard::new(Arc::clone(&ctx), producer, purge_tx.clone());
+        tasks.spawn(shard.run(batch_rx, done_rx, hard.clone()));
+    }
+    tasks.spawn(purger::run(
+        Arc::clone(&ctx),
+        purge_rx,
+        done_txs,
+        hard.clone(),
+    ));
+    let marker = marker::run(
+        Arc::clone(&ctx),
+        batch_txs,
+        purge_tx,
+        graceful,
+        hard.clone(),
+    );
+    let mut first_error = marker.await.err();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(Err(e)) if first_error.is_none() => {
+                hard.cancel();
+                first_error = Some(e);
+            }
+            Err(e) if first_error.is_none() => {
+                hard.cancel();
+                first_error = Some(crate::Error::Pipeline(format!("a stage task failed: {e}")));
+            }
+            _ => {}
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

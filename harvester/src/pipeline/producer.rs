@@ -1,0 +1,155 @@
+//! A shard's idempotent producer, with delivery reports bridged explicitly to async.
+//!
+//! librdkafka calls the delivery callback on the producer's polling thread; the callback only
+//! forwards (term epoch, row id, outcome) into an unbounded channel that the shard task awaits.
+//! The epoch tags reports so a report for a previous term's send is recognised and ignored.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::error::KafkaError;
+use rdkafka::message::{DeliveryResult, Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, PurgeConfig, ThreadedProducer};
+use rdkafka::ClientConfig;
+use tokio::sync::mpsc;
+
+use crate::error::Error;
+use crate::outbox::OutboxRecord;
+use crate::Result;
+
+/// Identifies a send: the term's epoch and the row id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tag {
+    pub epoch: u64,
+    pub id: i64,
+}
+
+/// The outcome of one send.
+#[derive(Debug)]
+pub struct Report {
+    pub tag: Tag,
+    pub result: Result<(), KafkaError>,
+}
+
+pub struct BridgeContext {
+    reports: mpsc::UnboundedSender<Report>,
+    shard: usize,
+}
+
+impl ClientContext for BridgeContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        crate::election::neli::log_to_tracing(
+            &format!("shard-{}", self.shard),
+            level,
+            fac,
+            message,
+        );
+    }
+}
+
+impl ProducerContext for BridgeContext {
+    type DeliveryOpaque = Box<Tag>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, tag: Self::DeliveryOpaque) {
+        let result = match result {
+            Ok(_) => Ok(()),
+            Err((e, _)) => Err(e.clone()),
+        };
+        let _ = self.reports.send(Report { tag: *tag, result });
+    }
+}
+
+/// A shard's producer and the receiving end of its delivery reports.
+pub struct ShardProducer {
+    pub shard: usize,
+    producer: ThreadedProducer<BridgeContext>,
+    reports: Mutex<Option<mpsc::UnboundedReceiver<Report>>>,
+}
+
+impl std::fmt::Debug for ShardProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardProducer")
+            .field("shard", &self.shard)
+            .finish()
+    }
+}
+
+/// Why an enqueue failed.
+#[derive(Debug)]
+pub enum SendError {
+    /// The local queue is full: retry shortly.
+    QueueFull,
+    Failed(KafkaError),
+}
+
+impl ShardProducer {
+    pub fn new(shard: usize, config: &ClientConfig) -> Result<Arc<Self>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let producer = config
+            .create_with_context(BridgeContext { reports: tx, shard })
+            .map_err(Error::kafka(format!(
+                "create the producer of shard {shard}"
+            )))?;
+        Ok(Arc::new(ShardProducer {
+            shard,
+            producer,
+            reports: Mutex::new(Some(rx)),
+        }))
+    }
+
+    /// Takes the report receiver for a term; give it back with [`ShardProducer::give_back`].
+    pub fn take_reports(&self) -> Option<mpsc::UnboundedReceiver<Report>> {
+        self.reports.lock().take()
+    }
+
+    pub fn give_back(&self, rx: mpsc::UnboundedReceiver<Report>) {
+        *self.reports.lock() = Some(rx);
+    }
+
+    /// Enqueues one record.
+    pub fn send(&self, epoch: u64, record: &OutboxRecord) -> Result<(), SendError> {
+        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+        for (k, v) in &record.headers {
+            headers = headers.insert(Header {
+                key: k,
+                value: Some(v),
+            });
+        }
+        let mut base: BaseRecord<'_, [u8], [u8], Box<Tag>> = BaseRecord::with_opaque_to(
+            &record.topic,
+            Box::new(Tag {
+                epoch,
+                id: record.id,
+            }),
+        )
+        .headers(headers);
+        if let Some(k) = &record.key {
+            base = base.key(k.as_slice());
+        }
+        if let Some(v) = &record.value {
+            base = base.payload(v.as_slice());
+        }
+        if let Some(p) = record.partition {
+            base = base.partition(p);
+        }
+        if let Some(ts) = record.timestamp_ms {
+            base = base.timestamp(ts);
+        }
+        match self.producer.send(base) {
+            Ok(()) => Ok(()),
+            Err((
+                KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                _,
+            )) => Err(SendError::QueueFull),
+            Err((e, _)) => Err(SendError::Failed(e)),
+        }
+    }
+
+    /// Messages not yet handed to a broker are dropped (fencing: stop publishing at once).
+    /// Their delivery reports arrive as purged failures.
+    pub fn purge_queued(&self) {
+        self.producer.purge(PurgeConfig::default().queue());
+    }
+}

@@ -1,0 +1,420 @@
+//! A producer shard: per-key ordered queues in front of one idempotent producer.
+//!
+//! Each key's queue is sorted by id; its front is the only record of the key that may be in
+//! flight, and it stays at the front until the purger reports the row gone. A failed delivery
+//! drops the key's rows from memory (the purger resets them in the table) and blocks the key
+//! until those rows come back from the marker, so a record of the key already on its way from an
+//! earlier mark cannot overtake them.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::classify::{classify, Failure};
+use super::producer::{Report, SendError, ShardProducer};
+use super::{Done, Stats, TermContext, ToPurger};
+use crate::error::Error;
+use crate::outbox::OutboxRecord;
+use crate::Result;
+
+type Key = Option<Vec<u8>>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Waiting behind the key's front, or for the key to unblock.
+    Queued,
+    /// Handed to the producer; a report is due.
+    Sent,
+    /// Acknowledged (or bound for quarantine); waiting for the purger.
+    Purging,
+}
+
+#[derive(Debug)]
+struct Held {
+    record: OutboxRecord,
+    state: State,
+}
+
+/// A key whose rows were reset: nothing of it is sent until these ids are marked again.
+#[derive(Debug)]
+struct Blocked {
+    awaiting: HashSet<i64>,
+    since: Instant,
+}
+
+pub(crate) struct Shard {
+    ctx: Arc<TermContext>,
+    producer: Arc<ShardProducer>,
+    purger: mpsc::Sender<ToPurger>,
+    queues: HashMap<Key, VecDeque<Held>>,
+    /// Row id -> key, for every row held.
+    index: HashMap<i64, Key>,
+    blocked: HashMap<Key, Blocked>,
+    attempts: HashMap<i64, u32>,
+    /// Keys whose front could not be enqueued (local queue full).
+    retry: Vec<Key>,
+    outstanding: usize,
+}
+
+/// How long a blocked key waits for its reset rows before a full re-mark is forced.
+const BLOCKED_PATIENCE: Duration = Duration::from_secs(30);
+
+impl Shard {
+    pub fn new(
+        ctx: Arc<TermContext>,
+        producer: Arc<ShardProducer>,
+        purger: mpsc::Sender<ToPurger>,
+    ) -> Self {
+        Shard {
+            ctx,
+            producer,
+            purger,
+            queues: HashMap::new(),
+            index: HashMap::new(),
+            blocked: HashMap::new(),
+            attempts: HashMap::new(),
+            retry: Vec::new(),
+            outstanding: 0,
+        }
+    }
+
+    pub async fn run(
+        mut self,
+        mut batches: mpsc::Receiver<Vec<OutboxRecord>>,
+        mut done: mpsc::UnboundedReceiver<Done>,
+        hard: CancellationToken,
+    ) -> Result<()> {
+        let shard = self.producer.shard;
+        let mut reports = self
+            .producer
+            .take_reports()
+            .ok_or_else(|| Error::Pipeline(format!("shard {shard}: reports already taken")))?;
+        let mut draining: Option<Instant> = None;
+        let mut tick = tokio::time::interval(Duration::from_millis(5));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let result = loop {
+            if let Some(since) = draining {
+                if self.index.is_empty() {
+                    break Ok(());
+                }
+                if since.elapsed() >= self.ctx.limits.drain_timeout {
+                    tracing::warn!(
+                        shard,
+                        held = self.index.len(),
+                        outstanding = self.outstanding,
+                        "drain timed out; handing over with rows unpurged"
+                    );
+                    break Ok(());
+                }
+            }
+            tokio::select! {
+                biased;
+                () = hard.cancelled() => {
+                    // Fenced: stop publishing at once; queued messages are dropped.
+                    self.producer.purge_queued();
+                    break Ok(());
+                }
+                Some(d) = done.recv() => {
+                    if let Err(e) = self.on_done(d.ids).await { break Err(e); }
+                }
+                Some(report) = reports.recv() => {
+                    if let Err(e) = self.on_report(report).await { break Err(e); }
+                }
+                batch = batches.recv(), if draining.is_none() => match batch {
+                    Some(records) => {
+                        if let Err(e) = self.on_batch(records).await { break Err(e); }
+                    }
+                    None => {
+                        // The marker stopped (revocation or shutdown): drain.
+                        self.drop_queued();
+                        draining = Some(Instant::now());
+                    }
+                },
+                _ = tick.tick() => {
+                    if let Err(e) = self.on_tick(draining.is_some()).await { break Err(e); }
+                }
+            }
+        };
+        let held = self.index.len();
+        self.ctx.release(held);
+        self.ctx
+            .stats
+            .in_flight_keys
+            .fetch_sub(self.queues.len() as i64, Ordering::Relaxed);
+        self.producer.give_back(reports);
+        result
+    }
+
+    async fn on_batch(&mut self, records: Vec<OutboxRecord>) -> Result<()> {
+        let mut to_send = Vec::new();
+        for record in records {
+            if self.index.contains_key(&record.id) {
+                // Re-marked while held (fresh leader id): already handled here.
+                Stats::add(&self.ctx.stats.duplicate_marks, 1);
+                self.ctx.release(1);
+                continue;
+            }
+            let key = record.key.clone();
+            self.index.insert(record.id, key.clone());
+            if let Some(b) = self.blocked.get_mut(&key) {
+                b.awaiting.remove(&record.id);
+            }
+            let queue = self.queues.entry(key.clone()).or_insert_with(|| {
+                self.ctx
+                    .stats
+                    .in_flight_keys
+                    .fetch_add(1, Ordering::Relaxed);
+                VecDeque::new()
+            });
+            // Keep the queue in id order: rows coming back after a reset sort before
+            // later rows of the key that arrived while it was blocked.
+            let at = queue
+                .iter()
+                .position(|h| h.state == State::Queued && h.record.id > record.id)
+                .unwrap_or(queue.len());
+            queue.insert(
+                at,
+                Held {
+                    record,
+                    state: State::Queued,
+                },
+            );
+            to_send.push(key);
+        }
+        for key in to_send {
+            self.maybe_send(&key).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the key's front if it is queued and the key is not blocked.
+    async fn maybe_send(&mut self, key: &Key) -> Result<()> {
+        if let Some(b) = self.blocked.get(key) {
+            if !b.awaiting.is_empty() {
+                return Ok(());
+            }
+            self.blocked.remove(key);
+        }
+        let Some(front) = self.queues.get_mut(key).and_then(|q| q.front_mut()) else {
+            return Ok(());
+        };
+        if front.state != State::Queued {
+            return Ok(());
+        }
+        if !self.ctx.elector.is_leader() {
+            self.retry.push(key.clone());
+            return Ok(());
+        }
+        match self.producer.send(self.ctx.epoch, &front.record) {
+            Ok(()) => {
+                front.state = State::Sent;
+                self.outstanding += 1;
+                Ok(())
+            }
+            Err(SendError::QueueFull) => {
+                self.retry.push(key.clone());
+                Ok(())
+            }
+            Err(SendError::Failed(e)) => {
+                let id = front.record.id;
+                self.outstanding += 1; // balanced by on_failure
+                self.on_failure(id, &e).await
+            }
+        }
+    }
+
+    async fn on_report(&mut self, report: Report) -> Result<()> {
+        if report.tag.epoch != self.ctx.epoch || !self.index.contains_key(&report.tag.id) {
+            return Ok(());
+        }
+        match report.result {
+            Ok(()) => {
+                self.outstanding -= 1;
+                Stats::add(&self.ctx.stats.published, 1);
+                self.attempts.remove(&report.tag.id);
+                if let Some(h) = self.held_mut(report.tag.id) {
+                    h.state = State::Purging;
+                }
+                let msg = ToPurger::Acked {
+                    shard: self.producer.shard,
+                    id: report.tag.id,
+                };
+                self.purger
+                    .send(msg)
+                    .await
+                    .map_err(|_| Error::Pipeline("purger stopped".into()))
+            }
+            Err(e) => self.on_failure(report.tag.id, &e).await,
+        }
+    }
+
+    async fn on_failure(&mut self, id: i64, error: &rdkafka::error::KafkaError) -> Result<()> {
+        self.outstanding -= 1;
+        Stats::add(&self.ctx.stats.delivery_failures, 1);
+        let attempts = {
+            let a = self.attempts.entry(id).or_insert(0);
+            *a += 1;
+            *a
+        };
+        let quarantine = match classify(error) {
+            Failure::Permanent => true,
+            Failure::Suspect => attempts >= self.ctx.limits.max_delivery_attempts,
+            Failure::Transient => false,
+            Failure::Fatal => {
+                return Err(Error::Pipeline(format!(
+                    "shard {}: producer failed fatally: {error}",
+                    self.producer.shard
+                )))
+            }
+        };
+        if quarantine {
+            self.attempts.remove(&id);
+            if let Some(h) = self.held_mut(id) {
+                h.state = State::Purging;
+            }
+            let reason = format!("row {id}: delivery failed after {attempts} attempt(s): {error}");
+            tracing::warn!(id, "quarantining: {reason}");
+            let msg = ToPurger::Quarantine {
+                shard: Some(self.producer.shard),
+                id,
+                reason,
+            };
+            return self
+                .purger
+                .send(msg)
+                .await
+                .map_err(|_| Error::Pipeline("purger stopped".into()));
+        }
+        tracing::debug!(id, attempts, "delivery failed, resetting its key: {error}");
+        let Some(key) = self.index.get(&id).cloned() else {
+            return Ok(());
+        };
+        self.reset_key(&key).await
+    }
+
+    /// Drops the key's rows from memory, resets them in the table, and blocks the key until
+    /// they are marked again.
+    async fn reset_key(&mut self, key: &Key) -> Result<()> {
+        let Some(queue) = self.queues.remove(key) else {
+            return Ok(());
+        };
+        self.ctx
+            .stats
+            .in_flight_keys
+            .fetch_sub(1, Ordering::Relaxed);
+        let ids: Vec<i64> = queue.iter().map(|h| h.record.id).collect();
+        for id in &ids {
+            self.index.remove(id);
+        }
+        self.ctx.release(ids.len());
+        Stats::add(&self.ctx.stats.reset, ids.len() as u64);
+        let blocked = self.blocked.entry(key.clone()).or_insert_with(|| Blocked {
+            awaiting: HashSet::new(),
+            since: Instant::now(),
+        });
+        blocked.awaiting.extend(ids.iter().copied());
+        blocked.since = Instant::now();
+        self.purger
+            .send(ToPurger::Reset { ids })
+            .await
+            .map_err(|_| Error::Pipeline("purger stopped".into()))
+    }
+
+    async fn on_done(&mut self, ids: Vec<i64>) -> Result<()> {
+        let mut next = Vec::new();
+        for id in ids {
+            let Some(key) = self.index.remove(&id) else {
+                continue;
+            };
+            self.ctx.release(1);
+            if let Some(queue) = self.queues.get_mut(&key) {
+                queue.retain(|h| h.record.id != id);
+                if queue.is_empty() {
+                    self.queues.remove(&key);
+                    self.ctx
+                        .stats
+                        .in_flight_keys
+                        .fetch_sub(1, Ordering::Relaxed);
+                } else {
+                    next.push(key);
+                }
+            }
+        }
+        for key in next {
+            self.maybe_send(&key).await?;
+        }
+        Ok(())
+    }
+
+    async fn on_tick(&mut self, draining: bool) -> Result<()> {
+        if !draining {
+            for key in std::mem::take(&mut self.retry) {
+                self.maybe_send(&key).await?;
+            }
+        } else {
+            self.retry.clear();
+        }
+        let stale: Vec<Key> = self
+            .blocked
+            .iter()
+            .filter(|(_, b)| !b.awaiting.is_empty() && b.since.elapsed() > BLOCKED_PATIENCE)
+            .map(|(k, _)| k.clone())
+            .collect();
+        if !stale.is_empty() {
+            tracing::warn!(
+                keys = stale.len(),
+                "reset rows not re-marked in {BLOCKED_PATIENCE:?}; forcing a re-mark"
+            );
+            self.ctx.force_remark.store(true, Ordering::SeqCst);
+            for key in stale {
+                self.blocked.remove(&key);
+                self.retry.push(key);
+            }
+        }
+        Ok(())
+    }
+
+    /// On drain: rows never sent stay marked in the table; the next leader re-marks them.
+    fn drop_queued(&mut self) {
+        let mut dropped = 0;
+        let mut emptied = 0;
+        for queue in self.queues.values_mut() {
+            queue.retain(|h| {
+                let keep = h.state != State::Queued;
+                if !keep {
+                    dropped += 1;
+                }
+                keep
+            });
+        }
+        self.queues.retain(|_, q| {
+            let keep = !q.is_empty();
+            if !keep {
+                emptied += 1;
+            }
+            keep
+        });
+        self.index.retain(|id, key| {
+            self.queues
+                .get(key)
+                .is_some_and(|q| q.iter().any(|h| h.record.id == *id))
+        });
+        self.ctx.release(dropped);
+        self.ctx
+            .stats
+            .in_flight_keys
+            .fetch_sub(emptied, Ordering::Relaxed);
+    }
+
+    fn held_mut(&mut self, id: i64) -> Option<&mut Held> {
+        let key = self.index.get(&id)?;
+        self.queues
+            .get_mut(key)?
+            .iter_mut()
+            .find(|h| h.record.id == id)
+    }
+}

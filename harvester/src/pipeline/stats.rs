@@ -1,0 +1,69 @@
+//! Counters shared by the stages and read by metrics and `Meter` events.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// Monotonic counters and gauges of one harvester (across terms).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub marked: AtomicU64,
+    pub mark_queries: AtomicU64,
+    pub published: AtomicU64,
+    pub purged: AtomicU64,
+    pub purge_misses: AtomicU64,
+    pub reset: AtomicU64,
+    pub quarantined: AtomicU64,
+    pub remarks: AtomicU64,
+    pub delivery_failures: AtomicU64,
+    pub duplicate_marks: AtomicU64,
+    pub in_flight_records: AtomicI64,
+    pub in_flight_keys: AtomicI64,
+}
+
+/// A copy of [`Stats`] at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Rows marked (escrowed) by mark queries.
+    pub marked: u64,
+    pub mark_queries: u64,
+    /// Records acknowledged by Kafka.
+    pub published: u64,
+    /// Rows deleted after acknowledgement.
+    pub purged: u64,
+    /// Acknowledged rows that were no longer ours to delete (re-marked by a newer leader).
+    pub purge_misses: u64,
+    /// Rows reset for re-marking after a failed delivery.
+    pub reset: u64,
+    /// Rows moved to the quarantine.
+    pub quarantined: u64,
+    /// Forced re-marks (fresh leader id).
+    pub remarks: u64,
+    pub delivery_failures: u64,
+    /// Rows marked again while already held (after a re-mark); not re-sent.
+    pub duplicate_marks: u64,
+    pub in_flight_records: i64,
+    pub in_flight_keys: i64,
+}
+
+impl Stats {
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsSnapshot {
+            marked: r(&self.marked),
+            mark_queries: r(&self.mark_queries),
+            published: r(&self.published),
+            purged: r(&self.purged),
+            purge_misses: r(&self.purge_misses),
+            reset: r(&self.reset),
+            quarantined: r(&self.quarantined),
+            remarks: r(&self.remarks),
+            delivery_failures: r(&self.delivery_failures),
+            duplicate_marks: r(&self.duplicate_marks),
+            in_flight_records: self.in_flight_records.load(Ordering::Relaxed),
+            in_flight_keys: self.in_flight_keys.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,223 @@
+//! Harvester-specific test glue on top of `testkit`: a config for a test's schema and broker,
+//! and writers that record what they committed in a `Verifier`.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use harvester::config::{KafkaConfig, Limits};
+use harvester::election::neli::NeliConfig;
+use harvester::outbox::{StashRecord, Stasher, TableName};
+use harvester::{Config, Harvester, HarvesterHandle};
+use parking_lot::Mutex;
+use rand::Rng;
+use testkit::{envelope, names, Broker, TestDb, Verifier};
+
+/// A config for `db`'s schema and `broker`, with test-friendly timings.
+pub fn config(db: &TestDb, broker: &Broker, group: &str) -> Config {
+    Config {
+        kafka: KafkaConfig::with_bootstrap(broker.bootstrap()),
+        leader: NeliConfig {
+            group_id: Some(group.to_owned()),
+            heartbeat_timeout: Duration::from_secs(1),
+            min_poll_interval: Duration::from_millis(50),
+            ..Default::default()
+        },
+        database: harvester::config::DatabaseConfig {
+            url: db.url().to_owned(),
+            max_connections: 6,
+            ..Default::default()
+        },
+        outbox: harvester::config::OutboxConfig {
+            table: TableName::parse(&format!("{}.outbox", db.schema)).unwrap(),
+            ..Default::default()
+        },
+        limits: Limits {
+            drain_timeout: Duration::from_secs(1),
+            min_metrics_interval: Duration::from_millis(100),
+            io_error_backoff: Duration::from_millis(100),
+            ..Default::default()
+        },
+    }
+}
+
+/// A test's world: schema, broker, topic, run id, expectations.
+pub struct World {
+    pub db: TestDb,
+    pub broker: Broker,
+    pub topic: String,
+    pub group: String,
+    pub run: String,
+    pub verifier: Arc<Mutex<Verifier>>,
+}
+
+impl World {
+    pub async fn new(prefix: &str, partitions: i32) -> World {
+        Self::on(prefix, partitions, Broker::discover().unwrap()).await
+    }
+
+    pub async fn on(prefix: &str, partitions: i32, broker: Broker) -> World {
+        testkit::init_tracing();
+        let db = TestDb::new(prefix).await.unwrap();
+        let topic = names::topic(prefix);
+        broker.create_topic(&topic, partitions).await.unwrap();
+        let group = names::unique(prefix);
+        broker
+            .create_topic(&format!("{group}.neli"), 1)
+            .await
+            .unwrap();
+        World {
+            db,
+            broker,
+            topic,
+            group,
+            run: names::unique("run"),
+            verifier: Arc::new(Mutex::new(Verifier::new())),
+        }
+    }
+
+    pub fn config(&self) -> Config {
+        config(&self.db, &self.broker, &self.group)
+    }
+
+    pub fn table(&self) -> TableName {
+        TableName::parse(&format!("{}.outbox", self.db.schema)).unwrap()
+    }
+
+    /// Creates the outbox (migrations) without starting a harvester.
+    pub async fn migrate(&self) {
+        let c = self.config();
+        harvester::outbox::migrate(
+            &self.db.pool,
+            &c.outbox.table,
+            &c.outbox.quarantine(),
+            c.outbox.shape,
+        )
+        .await
+        .unwrap();
+    }
+
+    pub fn record(&self, key: &str, seq: u64, value_len: usize) -> StashRecord {
+        let mut r = StashRecord::new(&self.topic, key, vec![b'v'; value_len]);
+        for (k, v) in envelope::headers(&self.run, seq) {
+            r = r.header(k, v);
+        }
+        r
+    }
+
+    /// One writer: `per_key` records for each of `keys` keys, `batch` per transaction, committed.
+    pub async fn write(&self, keys: usize, per_key: u64, batch: usize) {
+        let stasher = Stasher::new(&self.table());
+        let mut pending = Vec::new();
+        for seq in 0..per_key {
+            for k in 0..keys {
+                pending.push((format!("k{k}"), seq));
+            }
+        }
+        for chunk in pending.chunks(batch.max(1)) {
+            let mut tx = self.db.pool.begin().await.unwrap();
+            let records: Vec<_> = chunk.iter().map(|(k, s)| self.record(k, *s, 32)).collect();
+            stasher.stash_batch(&mut tx, &records).await.unwrap();
+            tx.commit().await.unwrap();
+            let mut v = self.verifier.lock();
+            for (k, s) in chunk {
+                v.expect(&self.topic, k.as_bytes(), *s);
+            }
+        }
+    }
+
+    /// `writers` concurrent writers, each owning `keys_per_writer` keys; transactions of 1-5
+    /// rows, random pre-commit delays (so commits land out of id order) and `rollback` share.
+    /// Returns (committed, rolled back) record counts.
+    pub async fn write_concurrently(
+        &self,
+        writers: usize,
+        keys_per_writer: usize,
+        txs_per_writer: usize,
+        rollback: f64,
+    ) -> (u64, u64) {
+        let mut tasks = Vec::new();
+        for w in 0..writers {
+            let pool = self.db.pool.clone();
+            let stasher = Stasher::new(&self.table());
+            let verifier = Arc::clone(&self.verifier);
+            let (topic, run) = (self.topic.clone(), self.run.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut next_seq = vec![0u64; keys_per_writer];
+                let (mut committed, mut rolled_back) = (0u64, 0u64);
+                for _ in 0..txs_per_writer {
+                    let (rows, delay, abort) = {
+                        let mut rng = rand::thread_rng();
+                        (
+                            rng.gen_range(1..=5usize),
+                            rng.gen_range(0..8u64),
+                            rng.gen_bool(rollback),
+                        )
+                    };
+                    let mut tx = pool.begin().await.unwrap();
+                    let mut written = Vec::new();
+                    for _ in 0..rows {
+                        let k = rand::thread_rng().gen_range(0..keys_per_writer);
+                        let key = format!("w{w}k{k}");
+                        let seq = next_seq[k];
+                        next_seq[k] += 1;
+                        let mut r = StashRecord::new(&topic, key.clone(), vec![b'x'; 16]);
+                        for (hk, hv) in envelope::headers(&run, seq) {
+                            r = r.header(hk, hv);
+                        }
+                        stasher.stash(&mut tx, &r).await.unwrap();
+                        written.push((key, seq));
+                    }
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    if abort {
+                        tx.rollback().await.unwrap();
+                        rolled_back += written.len() as u64;
+                    } else {
+                        tx.commit().await.unwrap();
+                        committed += written.len() as u64;
+                        let mut v = verifier.lock();
+                        for (key, seq) in written {
+                            v.expect(&topic, key.as_bytes(), seq);
+                        }
+                    }
+                }
+                (committed, rolled_back)
+            }));
+        }
+        let mut totals = (0, 0);
+        for t in tasks {
+            let (c, r) = t.await.unwrap();
+            totals.0 += c;
+            totals.1 += r;
+        }
+        totals
+    }
+
+    /// Consumes the topic until everything expected arrived (or `timeout`) and reports.
+    pub async fn verify(&self, timeout: Duration) -> testkit::Report {
+        let mut options = testkit::verify::ConsumeOptions::new(
+            self.broker.bootstrap(),
+            &[&self.topic],
+            &self.run,
+        );
+        options.timeout = timeout;
+        options.settle = Duration::from_millis(500);
+        let verifier = std::mem::take(&mut *self.verifier.lock());
+        let verifier = testkit::verify::consume(options, verifier, |_, _, _| {})
+            .await
+            .unwrap();
+        verifier.report()
+    }
+
+    pub async fn outbox_rows(&self) -> i64 {
+        sqlx::query_scalar(&format!("SELECT count(*) FROM {}", self.table().quoted()))
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    pub async fn start(&self, config: Config) -> HarvesterHandle {
+        let h = Arc::new(Harvester::connect(config).await.unwrap());
+        h.spawn()
+    }
+}
