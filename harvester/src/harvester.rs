@@ -224,9 +224,16 @@ impl Harvester {
         let mut meter = tokio::time::interval(self.config.limits.min_metrics_interval);
         meter.tick().await;
         let mut running: Option<RunningTerm> = None;
+        let elector_closed = self.elector.closed();
+        tokio::pin!(elector_closed);
         let outcome = loop {
             tokio::select! {
                 () = cancel.cancelled() => break Ok(()),
+                // The elector failed (or was closed by someone else): stop leader work now.
+                ended = &mut elector_closed => {
+                    self.stop(running.take(), true).await;
+                    break ended.and(Err(Error::Election("the elector closed unexpectedly".into())));
+                }
                 event = events.recv() => match event {
                     None => break self.elector.closed().await,
                     Some(ElectionEvent::Acquired { term }) => {

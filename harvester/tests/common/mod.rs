@@ -107,11 +107,16 @@ impl World {
 
     /// One writer: `per_key` records for each of `keys` keys, `batch` per transaction, committed.
     pub async fn write(&self, keys: usize, per_key: u64, batch: usize) {
+        self.write_keys("k", keys, per_key, batch).await
+    }
+
+    /// As [`World::write`], with keys named `<prefix><n>`.
+    pub async fn write_keys(&self, prefix: &str, keys: usize, per_key: u64, batch: usize) {
         let stasher = Stasher::new(&self.table());
         let mut pending = Vec::new();
         for seq in 0..per_key {
             for k in 0..keys {
-                pending.push((format!("k{k}"), seq));
+                pending.push((format!("{prefix}{k}"), seq));
             }
         }
         for chunk in pending.chunks(batch.max(1)) {
