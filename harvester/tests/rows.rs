@@ -23,23 +23,63 @@ async fn stale_leader_cannot_purge_or_reset_rows_re_marked_by_a_newer_leader() {
     let c = world.config();
     let sql = Statements::new(&c.outbox.table, &c.outbox.quarantine(), Shape::Native);
     let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
-    let marked_old = sqlx::query(&sql.mark).bind(old).bind(10i64).fetch_all(&world.db.pool).await.unwrap();
-    assert_eq!(marked_old.len(), 4);
-    let ids: Vec<i64> = marked_old.iter().map(|r| r.get::<i64, _>("id")).collect();
-    // A newer leader re-marks everything the old one had in flight.
-    let marked_new = sqlx::query(&sql.mark).bind(new).bind(10i64).fetch_all(&world.db.pool).await.unwrap();
-    assert_eq!(marked_new.len(), 4);
-
-    let purged: Vec<i64> = sqlx::query_scalar(&sql.purge).bind(&ids).bind(vec![old]).fetch_all(&world.db.pool).await.unwrap();
-    let reset: Vec<i64> = sqlx::query_scalar(&sql.reset).bind(&ids).bind(vec![old]).fetch_all(&world.db.pool).await.unwrap();
-    let quarantined: Option<i64> = sqlx::query_scalar(&sql.quarantine).bind(ids[0]).bind(vec![old]).bind("x").fetch_optional(&world.db.pool).await.unwrap();
-    assert!(purged.is_empty() && reset.is_empty() && quarantined.is_none(), "stale leader touched rows");
-    let owners: Vec<Option<Uuid>> = sqlx::query_scalar(&format!("SELECT leader_id FROM {} ORDER BY id", world.table().quoted()))
+    let marked_old = sqlx::query(&sql.mark)
+        .bind(old)
+        .bind(10i64)
         .fetch_all(&world.db.pool)
         .await
         .unwrap();
-    assert!(owners.iter().all(|o| *o == Some(new)), "rows still belong to the newer leader");
-    let purged_new: Vec<i64> = sqlx::query_scalar(&sql.purge).bind(&ids).bind(vec![new]).fetch_all(&world.db.pool).await.unwrap();
+    assert_eq!(marked_old.len(), 4);
+    let ids: Vec<i64> = marked_old.iter().map(|r| r.get::<i64, _>("id")).collect();
+    // A newer leader re-marks everything the old one had in flight.
+    let marked_new = sqlx::query(&sql.mark)
+        .bind(new)
+        .bind(10i64)
+        .fetch_all(&world.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(marked_new.len(), 4);
+
+    let purged: Vec<i64> = sqlx::query_scalar(&sql.purge)
+        .bind(&ids)
+        .bind(vec![old])
+        .fetch_all(&world.db.pool)
+        .await
+        .unwrap();
+    let reset: Vec<i64> = sqlx::query_scalar(&sql.reset)
+        .bind(&ids)
+        .bind(vec![old])
+        .fetch_all(&world.db.pool)
+        .await
+        .unwrap();
+    let quarantined: Option<i64> = sqlx::query_scalar(&sql.quarantine)
+        .bind(ids[0])
+        .bind(vec![old])
+        .bind("x")
+        .fetch_optional(&world.db.pool)
+        .await
+        .unwrap();
+    assert!(
+        purged.is_empty() && reset.is_empty() && quarantined.is_none(),
+        "stale leader touched rows"
+    );
+    let owners: Vec<Option<Uuid>> = sqlx::query_scalar(&format!(
+        "SELECT leader_id FROM {} ORDER BY id",
+        world.table().quoted()
+    ))
+    .fetch_all(&world.db.pool)
+    .await
+    .unwrap();
+    assert!(
+        owners.iter().all(|o| *o == Some(new)),
+        "rows still belong to the newer leader"
+    );
+    let purged_new: Vec<i64> = sqlx::query_scalar(&sql.purge)
+        .bind(&ids)
+        .bind(vec![new])
+        .fetch_all(&world.db.pool)
+        .await
+        .unwrap();
     assert_eq!(purged_new.len(), 4, "the current leader can purge");
 }
 
@@ -54,8 +94,13 @@ async fn poison_rows_are_quarantined_and_other_keys_keep_flowing() {
     world.write(5, 3, 5).await;
     sqlx::query(&format!("INSERT INTO {table} (topic, kafka_key, kafka_value, header_keys, header_values) VALUES ($1, 'bad-headers', 'v', '{{a,b}}', '{{\\\\x01}}')"))
         .bind(&world.topic).execute(&world.db.pool).await.unwrap();
-    sqlx::query(&format!("INSERT INTO {table} (topic, kafka_key, kafka_value) VALUES ($1, NULL, 'v')"))
-        .bind(&world.topic).execute(&world.db.pool).await.unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {table} (topic, kafka_key, kafka_value) VALUES ($1, NULL, 'v')"
+    ))
+    .bind(&world.topic)
+    .execute(&world.db.pool)
+    .await
+    .unwrap();
     let stasher = Stasher::new(&world.table());
     let mut tx = world.db.pool.begin().await.unwrap();
     let too_large = StashRecord::new(&world.topic, "huge", vec![b'x'; 50_000]);
@@ -64,7 +109,11 @@ async fn poison_rows_are_quarantined_and_other_keys_keep_flowing() {
     world.write_keys("after", 5, 3, 5).await;
     let handle = world.start(config).await;
     let report = world.verify(Duration::from_secs(60)).await;
-    wait_for("outbox empty", Duration::from_secs(60), || async { world.outbox_rows().await == 0 }).await.unwrap();
+    wait_for("outbox empty", Duration::from_secs(60), || async {
+        world.outbox_rows().await == 0
+    })
+    .await
+    .unwrap();
     let stats = handle.harvester.stats();
     handle.stop().await.unwrap();
     let reasons: Vec<(i64, String)> = sqlx::query_as(&format!(
@@ -76,11 +125,18 @@ async fn poison_rows_are_quarantined_and_other_keys_keep_flowing() {
     .unwrap();
     println!("poison: {report}quarantine: {reasons:?}");
     assert_eq!(reasons.len(), 3, "{reasons:?}");
-    assert!(reasons.iter().any(|(_, r)| r.contains("header arrays differ")));
+    assert!(reasons
+        .iter()
+        .any(|(_, r)| r.contains("header arrays differ")));
     assert!(reasons.iter().any(|(_, r)| r.contains("key is NULL")));
-    assert!(reasons.iter().any(|(id, r)| *id == huge_id && r.contains(&format!("row {huge_id}")) && r.to_lowercase().contains("too large")));
+    assert!(reasons.iter().any(|(id, r)| *id == huge_id
+        && r.contains(&format!("row {huge_id}"))
+        && r.to_lowercase().contains("too large")));
     for (id, reason) in &reasons {
-        assert!(reason.contains(&format!("row {id}")), "reason names the row: {reason}");
+        assert!(
+            reason.contains(&format!("row {id}")),
+            "reason names the row: {reason}"
+        );
     }
     assert_eq!(stats.quarantined, 3);
     report.assert_correct();
@@ -127,24 +183,37 @@ async fn goharvest_table_is_harvested_unchanged() {
                 .execute(&world.db.pool)
                 .await
                 .unwrap();
-            world.verifier.lock().expect(&world.topic, key.as_bytes(), seq);
+            world
+                .verifier
+                .lock()
+                .expect(&world.topic, key.as_bytes(), seq);
         }
     }
     let mut config = world.config();
     config.outbox.shape = Shape::Goharvest;
     let handle = world.start(config).await;
     let report = world.verify(Duration::from_secs(60)).await;
-    wait_for("outbox empty", Duration::from_secs(60), || async { world.outbox_rows().await == 0 }).await.unwrap();
+    wait_for("outbox empty", Duration::from_secs(60), || async {
+        world.outbox_rows().await == 0
+    })
+    .await
+    .unwrap();
     handle.stop().await.unwrap();
     println!("goharvest table: {report}");
     report.assert_correct();
     assert_eq!(report.delivered, 100);
-    assert_eq!(columns().await, before, "the goharvest table is left as it was");
-    let triggers: i64 = sqlx::query_scalar("SELECT count(*) FROM information_schema.triggers WHERE event_object_schema = $1")
-        .bind(&world.db.schema)
-        .fetch_one(&world.db.pool)
-        .await
-        .unwrap();
+    assert_eq!(
+        columns().await,
+        before,
+        "the goharvest table is left as it was"
+    );
+    let triggers: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.triggers WHERE event_object_schema = $1",
+    )
+    .bind(&world.db.schema)
+    .fetch_one(&world.db.pool)
+    .await
+    .unwrap();
     assert_eq!(triggers, 0, "no trigger added to a goharvest table");
 }
 
@@ -155,35 +224,70 @@ async fn mock_elector_fence_stops_and_revoke_drains() {
     world.migrate().await;
     let mock = MockElector::new();
     let pool = harvester::connect_pool(&world.config()).await.unwrap();
-    let h = Arc::new(Harvester::with_elector(world.config(), pool, Arc::new(mock.clone())).await.unwrap());
+    let h = Arc::new(
+        Harvester::with_elector(world.config(), pool, Arc::new(mock.clone()))
+            .await
+            .unwrap(),
+    );
     let mut events = h.subscribe();
     let handle = Arc::clone(&h).spawn();
     world.write(3, 2, 6).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(world.outbox_rows().await, 6, "nothing is published before leadership");
+    assert_eq!(
+        world.outbox_rows().await,
+        6,
+        "nothing is published before leadership"
+    );
 
     let term = mock.acquire();
-    wait_for("drained as leader", Duration::from_secs(20), || async { world.outbox_rows().await == 0 }).await.unwrap();
+    wait_for("drained as leader", Duration::from_secs(20), || async {
+        world.outbox_rows().await == 0
+    })
+    .await
+    .unwrap();
     let first = loop {
         match events.recv().await.unwrap() {
             HarvestEvent::Meter(_) => continue,
             other => break other,
         }
     };
-    assert_eq!(first, HarvestEvent::Acquired { leader_id: term.id() });
+    assert_eq!(
+        first,
+        HarvestEvent::Acquired {
+            leader_id: term.id()
+        }
+    );
 
     mock.fence();
-    wait_for("fence observed", Duration::from_secs(5), || async { !h.is_leader() }).await.unwrap();
+    wait_for("fence observed", Duration::from_secs(5), || async {
+        !h.is_leader()
+    })
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     world.write_keys("fenced", 3, 2, 6).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(world.outbox_rows().await, 6, "a fenced harvester publishes nothing");
+    assert_eq!(
+        world.outbox_rows().await,
+        6,
+        "a fenced harvester publishes nothing"
+    );
 
     mock.acquire();
-    wait_for("drained again", Duration::from_secs(20), || async { world.outbox_rows().await == 0 }).await.unwrap();
-    assert!(mock.revoke(Duration::from_secs(5)).await, "revoke barrier acknowledged after drain");
+    wait_for("drained again", Duration::from_secs(20), || async {
+        world.outbox_rows().await == 0
+    })
+    .await
+    .unwrap();
+    assert!(
+        mock.revoke(Duration::from_secs(5)).await,
+        "revoke barrier acknowledged after drain"
+    );
     mock.fail("injected elector failure");
     let err = handle.wait().await.unwrap_err();
-    assert!(err.to_string().contains("injected elector failure"), "{err}");
+    assert!(
+        err.to_string().contains("injected elector failure"),
+        "{err}"
+    );
     assert!(!mock.is_leader());
 }

@@ -273,3 +273,20 @@ impl Config {
 
 #[cfg(test)]
 mod tests;
+
+impl Config {
+    /// Reads a TOML file (`.toml`) or JSON (`.json`) into a config; unknown keys are errors.
+    pub fn from_file(path: &std::path::Path) -> crate::Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            action: format!("read {}", path.display()),
+            source,
+        })?;
+        let parsed = match path.extension().and_then(|e| e.to_str()) {
+            Some("json") => serde_json::from_str(&text).map_err(|e| e.to_string()),
+            _ => toml::from_str(&text).map_err(|e| e.to_string()),
+        };
+        parsed.map_err(|e| {
+            Error::InvalidConfig(vec![ConfigProblem::new(path.display().to_string(), e)])
+        })
+    }
+}

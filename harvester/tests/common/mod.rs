@@ -131,6 +131,21 @@ impl World {
         }
     }
 
+    /// Writes sequence `seq` of every key `<prefix><n>` in one transaction.
+    pub async fn write_round(&self, prefix: &str, keys: usize, seq: u64) {
+        let stasher = Stasher::new(&self.table());
+        let records: Vec<_> = (0..keys)
+            .map(|k| self.record(&format!("{prefix}{k}"), seq, 32))
+            .collect();
+        let mut tx = self.db.pool.begin().await.unwrap();
+        stasher.stash_batch(&mut tx, &records).await.unwrap();
+        tx.commit().await.unwrap();
+        let mut v = self.verifier.lock();
+        for k in 0..keys {
+            v.expect(&self.topic, format!("{prefix}{k}").as_bytes(), seq);
+        }
+    }
+
     /// `writers` concurrent writers, each owning `keys_per_writer` keys; transactions of 1-5
     /// rows, random pre-commit delays (so commits land out of id order) and `rollback` share.
     /// Returns (committed, rolled back) record counts.
