@@ -16,7 +16,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STATE=${HARVEST_STATE_DIR:-$ROOT/.state}
 ENV_FILE=$STATE/services.env
 PRIVATE_PORT=${HARVEST_PG_PORT:-54329}
-LOCAL_URL=postgres://postgres@127.0.0.1:5432/postgres
+LOCAL_URL=${HARVEST_LOCAL_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 mkdir -p "$STATE"
 
 say() { echo "services: $*" >&2; }

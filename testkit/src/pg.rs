@@ -21,6 +21,38 @@ pub fn database_url() -> String {
         .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned())
 }
 
+static CONTAINER_URL: tokio::sync::OnceCell<Option<String>> = tokio::sync::OnceCell::const_new();
+
+/// The URL tests use: a container's when `HARVEST_TESTCONTAINERS=1` and a Docker daemon answers
+/// (started once per process and kept for its lifetime), else [`database_url`].
+pub async fn resolved_url() -> String {
+    if crate::containers::opted_in() {
+        let url = CONTAINER_URL
+            .get_or_init(|| async {
+                match crate::containers::postgres().await {
+                    Ok(Some(container)) => {
+                        let url = container.url.clone();
+                        // Kept for the whole test process; the daemon removes it on exit.
+                        std::mem::forget(container);
+                        Some(url)
+                    }
+                    Ok(None) => None,
+                    Err(e) => {
+                        eprintln!(
+                            "testcontainers: {e}; falling back to DATABASE_URL or the local server"
+                        );
+                        None
+                    }
+                }
+            })
+            .await;
+        if let Some(url) = url {
+            return url.clone();
+        }
+    }
+    database_url()
+}
+
 /// A freshly created schema, dropped (with everything in it) when this value is dropped.
 #[derive(Debug)]
 pub struct TestDb {
@@ -35,7 +67,7 @@ pub struct TestDb {
 impl TestDb {
     /// Creates a uniquely named schema and a pool scoped to it.
     pub async fn new(prefix: &str) -> Result<Self, TestkitError> {
-        let url = database_url();
+        let url = resolved_url().await;
         let schema = crate::names::schema(prefix);
         let options: PgConnectOptions = url.parse()?;
         let mut admin = options.clone().connect().await.map_err(|e| {

@@ -63,3 +63,63 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::election::mock::MockElector;
+
+    #[tokio::test]
+    async fn task_runs_only_while_leader_and_revoke_waits_for_it() {
+        let mock = MockElector::new();
+        let events = mock.take_events().unwrap();
+        let runs = Arc::new(AtomicU32::new(0));
+        let cancel = CancellationToken::new();
+        let worker = {
+            let (mock, runs, cancel) = (mock.clone(), Arc::clone(&runs), cancel.clone());
+            tokio::spawn(async move {
+                run_while_leader(&mock, events, cancel, |_, _| {
+                    let runs = Arc::clone(&runs);
+                    async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                })
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "no work before leadership");
+        mock.acquire();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(runs.load(Ordering::SeqCst) > 0);
+        mock.fence();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let after_fence = runs.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            after_fence,
+            "no work once fenced"
+        );
+        mock.acquire();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            mock.revoke(Duration::from_secs(2)).await,
+            "revoke acknowledged"
+        );
+        let after_revoke = runs.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            after_revoke,
+            "no work once revoked"
+        );
+        cancel.cancel();
+        worker.await.unwrap().unwrap();
+    }
+}

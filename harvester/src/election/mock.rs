@@ -79,7 +79,7 @@ impl MockElector {
     pub fn fail(&self, message: &str) {
         self.state.lock().lifecycle = ElectorState::Closed;
         self.state.lock().term = None;
-        let _ = self.closed_tx.send(Some(Err(message.to_owned())));
+        let _ = self.closed_tx.send_replace(Some(Err(message.to_owned())));
     }
 }
 
@@ -121,7 +121,7 @@ impl Elector for MockElector {
                     ack,
                 });
             }
-            let _ = self.closed_tx.send(Some(Ok(())));
+            let _ = self.closed_tx.send_replace(Some(Ok(())));
         }
     }
 

@@ -152,6 +152,19 @@ impl Stream for EventStream {
     }
 }
 
+/// Calls `f` for every event, on a task of its own (goNELI's barrier callback). A revocation's
+/// barrier is held while `f` runs: it is released when `f` acknowledges or drops the [`Ack`].
+pub fn on_event<F>(mut events: EventStream, mut f: F) -> tokio::task::JoinHandle<()>
+where
+    F: FnMut(ElectionEvent) + Send + 'static,
+{
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            f(event);
+        }
+    })
+}
+
 /// A leader elector.
 pub trait Elector: Send + Sync + fmt::Debug + 'static {
     /// A short description for logs ("neli group=... topic=...").

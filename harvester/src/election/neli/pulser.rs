@@ -51,7 +51,7 @@ pub(crate) fn spawn(
                 inner.leading = None;
                 inner.assigned = false;
             }
-            let _ = closed.send(Some(outcome.map_err(|e| error_chain(&e))));
+            closed.send_replace(Some(outcome.map_err(|e| error_chain(&e))));
         })
         .map_err(|source| Error::Io {
             action: "spawn the neli pulse thread".into(),
