@@ -12,7 +12,6 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
 use super::{Ack, ElectionEvent, Elector, ElectorState, EventStream, Term};
-use crate::error::Error;
 use crate::Result;
 
 #[derive(Debug)]
@@ -27,7 +26,7 @@ pub struct MockElector {
     state: Arc<Mutex<State>>,
     tx: mpsc::UnboundedSender<ElectionEvent>,
     events: Arc<Mutex<Option<EventStream>>>,
-    closed_tx: Arc<watch::Sender<Option<std::result::Result<(), String>>>>,
+    closed_tx: Arc<watch::Sender<super::ClosedState>>,
 }
 
 impl Default for MockElector {
@@ -126,18 +125,7 @@ impl Elector for MockElector {
     }
 
     fn closed(&self) -> BoxFuture<'static, Result<()>> {
-        let mut rx = self.closed_tx.subscribe();
-        Box::pin(async move {
-            let v = rx
-                .wait_for(Option::is_some)
-                .await
-                .map(|v| v.clone())
-                .map_err(|_| Error::Election("mock dropped".into()))?;
-            match v {
-                Some(Err(e)) => Err(Error::Election(e)),
-                _ => Ok(()),
-            }
-        })
+        super::closed_future(self.closed_tx.subscribe())
     }
 }
 

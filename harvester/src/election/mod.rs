@@ -165,6 +165,26 @@ where
     })
 }
 
+/// How an elector ended: `None` while running, then `Ok` or the failure.
+pub(crate) type ClosedState = Option<std::result::Result<(), String>>;
+
+/// The future behind [`Elector::closed`], shared by the implementations.
+pub(crate) fn closed_future(
+    mut rx: tokio::sync::watch::Receiver<ClosedState>,
+) -> BoxFuture<'static, Result<()>> {
+    Box::pin(async move {
+        let outcome = rx
+            .wait_for(Option::is_some)
+            .await
+            .map(|v| v.clone())
+            .map_err(|_| crate::Error::Election("the elector vanished".into()))?;
+        match outcome {
+            Some(Err(e)) => Err(crate::Error::Election(e)),
+            _ => Ok(()),
+        }
+    })
+}
+
 /// A leader elector.
 pub trait Elector: Send + Sync + fmt::Debug + 'static {
     /// A short description for logs ("neli group=... topic=...").

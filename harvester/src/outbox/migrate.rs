@@ -11,29 +11,25 @@ use super::{placeholders, render, Shape, TableName};
 use crate::error::Error;
 use crate::Result;
 
-const NATIVE: &[(i32, &str, &str)] = &[
-    (
-        1,
-        "outbox",
-        include_str!("../../migrations/0001_outbox.sql"),
-    ),
-    (
-        2,
-        "quarantine",
-        include_str!("../../migrations/0002_quarantine.sql"),
-    ),
-    (
-        3,
-        "notify",
-        include_str!("../../migrations/0003_notify.sql"),
-    ),
-];
+const OUTBOX: (i32, &str, &str) = (
+    1,
+    "outbox",
+    include_str!("../../migrations/0001_outbox.sql"),
+);
+const QUARANTINE: (i32, &str, &str) = (
+    2,
+    "quarantine",
+    include_str!("../../migrations/0002_quarantine.sql"),
+);
+const NOTIFY: (i32, &str, &str) = (
+    3,
+    "notify",
+    include_str!("../../migrations/0003_notify.sql"),
+);
 
-const GOHARVEST: &[(i32, &str, &str)] = &[(
-    100,
-    "goharvest quarantine",
-    include_str!("../../migrations/0100_goharvest_quarantine.sql"),
-)];
+const NATIVE: &[(i32, &str, &str)] = &[OUTBOX, QUARANTINE, NOTIFY];
+/// A goharvest table is left as it is: only the quarantine is ours.
+const GOHARVEST: &[(i32, &str, &str)] = &[QUARANTINE];
 
 /// Creates or upgrades the outbox (native shape) or only the quarantine (goharvest shape, whose
 /// table is left as it is). Idempotent.

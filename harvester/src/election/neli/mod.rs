@@ -72,7 +72,7 @@ impl Shared {
 pub struct Neli {
     shared: Arc<Shared>,
     events: Mutex<Option<EventStream>>,
-    closed: watch::Receiver<Option<std::result::Result<(), String>>>,
+    closed: watch::Receiver<super::ClosedState>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -186,18 +186,7 @@ impl Elector for Neli {
     }
 
     fn closed(&self) -> BoxFuture<'static, Result<()>> {
-        let mut closed = self.closed.clone();
-        Box::pin(async move {
-            let outcome = closed
-                .wait_for(Option::is_some)
-                .await
-                .map(|v| v.clone())
-                .map_err(|_| Error::Election("pulse thread vanished".into()))?;
-            match outcome {
-                Some(Err(e)) => Err(Error::Election(e)),
-                _ => Ok(()),
-            }
-        })
+        super::closed_future(self.closed.clone())
     }
 }
 

@@ -28,7 +28,7 @@ use crate::election::{wait_ack_blocking, Ack, ElectionEvent, ElectorState, Term}
 use crate::error::Error;
 use crate::Result;
 
-type Closed = watch::Sender<Option<std::result::Result<(), String>>>;
+type Closed = watch::Sender<crate::election::ClosedState>;
 
 pub(crate) fn spawn(
     shared: Arc<Shared>,
