@@ -1,1 +1,3 @@
-//! placeholder
+//! End-to-end benchmark and tuning sweeps.
+//!
+//! Not implemented yet: the benchmark and tuning issues fill this crate.
