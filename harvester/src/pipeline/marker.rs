@@ -122,19 +122,11 @@ async fn mark(
     generation: Uuid,
     limit: usize,
 ) -> Result<Vec<crate::outbox::Decoded>> {
-    let statement_bound =
-        Duration::from_secs(1) + ctx.limits.drain_timeout.max(Duration::from_secs(10));
     let query = sqlx::query(&ctx.statements.mark)
         .bind(generation)
         .bind(limit as i64)
         .fetch_all(&ctx.pool);
-    let rows = tokio::time::timeout(statement_bound, query)
-        .await
-        .map_err(|_| Error::Timeout {
-            what: "the mark query".into(),
-            after: statement_bound,
-        })?
-        .map_err(Error::db("run the mark query"))?;
+    let rows = ctx.bounded("run the mark query", query).await?;
     let mut decoded = rows
         .iter()
         .map(|row| match ctx.shape {

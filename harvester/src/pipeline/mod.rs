@@ -116,6 +116,27 @@ impl TermContext {
         self.generations.read().clone()
     }
 
+    /// Runs one statement with a client-side bound on top of the server's `statement_timeout`,
+    /// so no stage can wait on the database forever.
+    pub async fn bounded<T>(
+        &self,
+        action: &str,
+        statement: impl std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
+    ) -> Result<T> {
+        let after = std::time::Duration::from_secs(1)
+            + self
+                .limits
+                .drain_timeout
+                .max(std::time::Duration::from_secs(10));
+        tokio::time::timeout(after, statement)
+            .await
+            .map_err(|_| crate::Error::Timeout {
+                what: action.to_owned(),
+                after,
+            })?
+            .map_err(crate::Error::db(action))
+    }
+
     /// Returns `n` permits (records leaving the pipeline).
     pub fn release(&self, n: usize) {
         if n > 0 {

@@ -9,14 +9,12 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{Done, Stats, TermContext, ToPurger};
-use crate::error::Error;
 use crate::Result;
 
 pub(crate) async fn run(
@@ -105,23 +103,13 @@ where
     }
 }
 
-fn bound(ctx: &TermContext) -> Duration {
-    Duration::from_secs(1) + Duration::from_secs(10).max(ctx.limits.drain_timeout)
-}
-
 async fn purge(ctx: &TermContext, ids: &[i64]) -> Result<()> {
     let generations: Vec<Uuid> = ctx.all_generations();
     let q = sqlx::query_scalar::<_, i64>(&ctx.statements.purge)
         .bind(ids)
         .bind(&generations)
         .fetch_all(&ctx.pool);
-    let deleted = tokio::time::timeout(bound(ctx), q)
-        .await
-        .map_err(|_| Error::Timeout {
-            what: "the purge".into(),
-            after: bound(ctx),
-        })?
-        .map_err(Error::db("purge acknowledged rows"))?;
+    let deleted = ctx.bounded("purge acknowledged rows", q).await?;
     Stats::add(&ctx.stats.purged, deleted.len() as u64);
     let missed = ids.len() - deleted.len();
     if missed > 0 {
@@ -141,18 +129,11 @@ async fn reset(ctx: &TermContext, ids: &[i64]) {
         .bind(ids)
         .bind(&generations)
         .fetch_all(&ctx.pool);
-    let outcome = tokio::time::timeout(bound(ctx), q).await;
+    let outcome = ctx.bounded("reset rows", q).await;
     ctx.wake_marker.notify_one();
-    match outcome {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => {
-            tracing::warn!("reset failed, forcing a re-mark: {e}");
-            ctx.force_remark.store(true, Ordering::SeqCst);
-        }
-        Err(_) => {
-            tracing::warn!("reset timed out, forcing a re-mark");
-            ctx.force_remark.store(true, Ordering::SeqCst);
-        }
+    if let Err(e) = outcome {
+        tracing::warn!("{e}; forcing a re-mark");
+        ctx.force_remark.store(true, Ordering::SeqCst);
     }
 }
 
@@ -163,13 +144,7 @@ async fn quarantine(ctx: &TermContext, id: i64, reason: &str) -> Result<()> {
         .bind(&generations)
         .bind(reason)
         .fetch_optional(&ctx.pool);
-    let moved = tokio::time::timeout(bound(ctx), q)
-        .await
-        .map_err(|_| Error::Timeout {
-            what: "the quarantine move".into(),
-            after: bound(ctx),
-        })?
-        .map_err(Error::db(format!("quarantine row {id}")))?;
+    let moved = ctx.bounded(&format!("quarantine row {id}"), q).await?;
     if moved.is_some() {
         Stats::add(&ctx.stats.quarantined, 1);
     }

@@ -171,11 +171,15 @@ impl Shard {
                 VecDeque::new()
             });
             // Keep the queue in id order: rows coming back after a reset sort before
-            // later rows of the key that arrived while it was blocked.
-            let at = queue
-                .iter()
-                .position(|h| h.state == State::Queued && h.record.id > record.id)
-                .unwrap_or(queue.len());
+            // later rows of the key that arrived while it was blocked. Usually the row is the
+            // newest, so check the back first and only search otherwise.
+            let at = match queue.back() {
+                Some(last) if last.record.id > record.id => queue
+                    .iter()
+                    .position(|h| h.state == State::Queued && h.record.id > record.id)
+                    .unwrap_or(queue.len()),
+                _ => queue.len(),
+            };
             queue.insert(
                 at,
                 Held {
@@ -380,30 +384,23 @@ impl Shard {
 
     /// On drain: rows never sent stay marked in the table; the next leader re-marks them.
     fn drop_queued(&mut self) {
-        let mut dropped = 0;
-        let mut emptied = 0;
+        let mut dropped = Vec::new();
         for queue in self.queues.values_mut() {
             queue.retain(|h| {
                 let keep = h.state != State::Queued;
                 if !keep {
-                    dropped += 1;
+                    dropped.push(h.record.id);
                 }
                 keep
             });
         }
-        self.queues.retain(|_, q| {
-            let keep = !q.is_empty();
-            if !keep {
-                emptied += 1;
-            }
-            keep
-        });
-        self.index.retain(|id, key| {
-            self.queues
-                .get(key)
-                .is_some_and(|q| q.iter().any(|h| h.record.id == *id))
-        });
-        self.ctx.release(dropped);
+        let before = self.queues.len();
+        self.queues.retain(|_, q| !q.is_empty());
+        let emptied = (before - self.queues.len()) as i64;
+        for id in &dropped {
+            self.index.remove(id);
+        }
+        self.ctx.release(dropped.len());
         self.ctx
             .stats
             .in_flight_keys
