@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::config::{forced_producer, Config};
+use crate::config::Config;
 use crate::election::neli::Neli;
 use crate::election::{ElectionEvent, Elector, Term};
 use crate::error::Error;
@@ -53,6 +53,8 @@ pub enum HarvesterState {
 struct Status {
     state: HarvesterState,
     leader_id: Option<Uuid>,
+    /// When the current term started (for the leader-since metric).
+    leading_since: Option<std::time::SystemTime>,
 }
 
 /// An outbox harvester. See the crate docs.
@@ -129,6 +131,7 @@ impl Harvester {
             status: Arc::new(RwLock::new(Status {
                 state: HarvesterState::Created,
                 leader_id: None,
+                leading_since: None,
             })),
             events,
             epochs: AtomicU64::new(0),
@@ -190,6 +193,25 @@ impl Harvester {
         self.stats.snapshot()
     }
 
+    /// The live counters and histograms (for metrics exporters).
+    pub fn live_stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// When the current term started, while leading.
+    pub fn leading_since(&self) -> Option<std::time::SystemTime> {
+        if self.elector.is_leader() {
+            self.status.read().leading_since
+        } else {
+            None
+        }
+    }
+
+    /// The rendered SQL statements for the configured table.
+    pub fn statements(&self) -> &Statements {
+        &self.statements
+    }
+
     /// The elector.
     pub fn elector(&self) -> &Arc<dyn Elector> {
         &self.elector
@@ -239,15 +261,19 @@ impl Harvester {
                     Some(ElectionEvent::Acquired { term }) => {
                         self.stop(running.take(), true).await;
                         running = Some(self.start(term, term.id(), &refresh_tx));
+                        self.status.write().leading_since = Some(std::time::SystemTime::now());
+                        Stats::add(&self.stats.terms, 1);
                         self.emit(HarvestEvent::Acquired { leader_id: term.id() });
                     }
                     Some(ElectionEvent::Fenced { .. }) => {
                         self.stop(running.take(), true).await;
+                        Stats::add(&self.stats.fences, 1);
                         self.emit(HarvestEvent::Fenced);
                     }
                     Some(ElectionEvent::Revoked { ack, .. }) => {
                         self.stop(running.take(), false).await;
                         ack.ack();
+                        Stats::add(&self.stats.revokes, 1);
                         self.emit(HarvestEvent::Revoked);
                     }
                 },
@@ -329,14 +355,12 @@ impl Harvester {
         });
         let graceful = CancellationToken::new();
         let hard = CancellationToken::new();
-        let kafka = self.config.kafka.clone();
+        let producer_config = self.config.producer_client_config();
         let shards = self.config.limits.send_concurrency;
         let (g, h) = (graceful.clone(), hard.clone());
         tracing::info!(%term, %generation, "leading: starting the pipeline");
         let handle = tokio::spawn(async move {
-            let config = kafka
-                .client_config("kafka", "producers", &forced_producer())
-                .map_err(Error::InvalidConfig)?;
+            let config = producer_config.map_err(Error::InvalidConfig)?;
             let producers = (0..shards)
                 .map(|i| ShardProducer::new(i, &config))
                 .collect::<Result<Vec<_>>>()?;
@@ -377,7 +401,11 @@ impl Harvester {
             t.hard.cancel();
             let _ = tokio::time::timeout(Duration::from_secs(5), &mut t.handle).await;
         }
-        self.status.write().leader_id = None;
+        {
+            let mut status = self.status.write();
+            status.leader_id = None;
+            status.leading_since = None;
+        }
         tracing::info!(term = %t.term, hard, "pipeline stopped");
     }
 

@@ -18,6 +18,9 @@
 //!   records inside the caller's transaction; a quarantine for rows that can never publish.
 //! - **Harvester** ([`Harvester`]): one [`Config`], run with a `CancellationToken`; events,
 //!   state and counters for embedders.
+//! - **Observability** ([`metrics`], [`http`]): Prometheus metrics whose names are defined once
+//!   in [`metrics::names`], and an HTTP endpoint with `/metrics`, `/healthz`, `/readyz` and
+//!   `/leader` that embedders and the `reaper` sidecar serve alike.
 //!
 //! Correctness comes first: zero lost, zero reordered per key; duplicates happen only for records
 //! whose acknowledgement or purge was lost to a failure, at most one per key per failure.
@@ -25,7 +28,10 @@ mod error;
 
 pub mod config;
 pub mod election;
+pub mod events;
 mod harvester;
+pub mod http;
+pub mod metrics;
 pub mod outbox;
 pub mod pipeline;
 

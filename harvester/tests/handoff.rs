@@ -3,66 +3,24 @@
 
 mod common;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::reaper::{self, TempFile};
 use common::World;
 use testkit::process::{Observed, Signal};
 use testkit::wait_for;
 
 const MAX_IN_FLIGHT: usize = 200;
 
-fn write_config(world: &World) -> tempfile_path::Path {
-    let c = world.config();
-    let table = format!("{}.outbox", world.db.schema);
-    let text = format!(
-        r#"
-kafka = {{ "bootstrap.servers" = "{bootstrap}" }}
-[leader]
-group_id = "{group}"
-heartbeat_timeout = "1s"
-min_poll_interval = "50ms"
-[database]
-url = "{url}"
-[outbox]
-table = "{table}"
-[limits]
-drain_timeout = "1s"
-min_metrics_interval = "50ms"
-io_error_backoff = "100ms"
-max_in_flight_records = {MAX_IN_FLIGHT}
-mark_query_records = 50
-"#,
-        bootstrap = world.broker.bootstrap(),
-        group = world.group,
-        url = c.database.url,
-    );
-    tempfile_path::Path::write(&format!("{}.toml", world.group), &text)
+fn write_config(world: &World) -> TempFile {
+    world.reaper_config(&format!(
+        "max_in_flight_records = {MAX_IN_FLIGHT}\nmark_query_records = 50"
+    ))
 }
 
-/// A file in the temp dir, removed on drop.
-mod tempfile_path {
-    pub struct Path(pub std::path::PathBuf);
-    impl Path {
-        pub fn write(name: &str, text: &str) -> Path {
-            let p = std::env::temp_dir().join(name);
-            std::fs::write(&p, text).unwrap();
-            Path(p)
-        }
-    }
-    impl Drop for Path {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-}
-
-fn reaper(name: &str, config: &tempfile_path::Path) -> Observed {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reaper"));
-    cmd.args(["--config", config.0.to_str().unwrap(), "--events-json"])
-        .env("RUST_LOG", "warn");
-    Observed::spawn(name, cmd).unwrap()
+fn reaper(name: &str, config: &TempFile) -> Observed {
+    reaper::spawn_raw(name, &["--config", config.path(), "--events-json"])
 }
 
 fn now_ms() -> u64 {

@@ -14,6 +14,7 @@ pub mod broker;
 pub mod containers;
 pub mod envelope;
 mod error;
+pub mod http;
 pub mod names;
 pub mod pg;
 pub mod process;

@@ -27,6 +27,11 @@ impl Default for KafkaConfig {
 }
 
 impl KafkaConfig {
+    /// No properties at all.
+    pub fn empty() -> Self {
+        KafkaConfig(BTreeMap::new())
+    }
+
     /// Only `bootstrap.servers` set.
     pub fn with_bootstrap(servers: &str) -> Self {
         KafkaConfig(BTreeMap::from([(

@@ -2,25 +2,35 @@
 //! goharvest's names and default values where goharvest has them, and [`Config::validate`],
 //! which reports every problem with the field and the fix instead of stopping at the first.
 
+mod goharvest;
 mod kafka;
+mod load;
+mod service;
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 pub use kafka::KafkaConfig;
+pub use load::ENV_PREFIX;
+pub use service::{HttpConfig, LogFormat, LoggingConfig};
 
 use crate::election::neli::NeliConfig;
 use crate::error::{ConfigProblem, Error};
 use crate::outbox::{Shape, TableName};
 
 /// Everything a harvester needs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// librdkafka properties for every Kafka client (producers, election consumer). Default:
     /// `bootstrap.servers = localhost:9092`. Properties the harvester forces are rejected.
     pub kafka: KafkaConfig,
+    /// librdkafka properties for the outbox producers only, on top of `kafka` (goharvest's
+    /// `producerKafkaConfig`), e.g. `compression.type`, `linger.ms`, `delivery.timeout.ms`.
+    /// Default: none. `enable.idempotence` is forced and rejected here too.
+    #[serde(default = "KafkaConfig::empty")]
+    pub producer_kafka: KafkaConfig,
     /// Leader election (NELI).
     pub leader: NeliConfig,
     /// The database.
@@ -29,6 +39,25 @@ pub struct Config {
     pub outbox: OutboxConfig,
     /// Throughput and timing limits.
     pub limits: Limits,
+    /// The HTTP endpoint for metrics and probes.
+    pub http: HttpConfig,
+    /// Log output (used by the reaper; embedders keep their own subscriber).
+    pub logging: LoggingConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            kafka: KafkaConfig::default(),
+            producer_kafka: KafkaConfig::empty(),
+            leader: NeliConfig::default(),
+            database: DatabaseConfig::default(),
+            outbox: OutboxConfig::default(),
+            limits: Limits::default(),
+            http: HttpConfig::default(),
+            logging: LoggingConfig::default(),
+        }
+    }
 }
 
 /// Database connection settings.
@@ -184,16 +213,14 @@ impl Config {
     /// Every problem, each with the field and the fix; empty when valid.
     pub fn problems(&self) -> Vec<ConfigProblem> {
         let mut p = self.leader.problems("leader");
+        p.extend(self.logging.problems());
         let neli = self.leader.resolve();
         p.extend(crate::election::neli::kafka_problems(
             &self.kafka,
             &neli,
             "kafka",
         ));
-        if let Err(e) = self
-            .kafka
-            .client_config("kafka", "producers", &forced_producer())
-        {
+        if let Err(e) = self.producer_client_config() {
             p.extend(e);
         }
         if !self.database.url.starts_with("postgres://")
@@ -260,6 +287,47 @@ impl Config {
         p
     }
 
+    /// The outbox producers' client config: `kafka`, then `producer_kafka`, then the forced
+    /// settings; a forced key in either map is a problem naming that map.
+    pub(crate) fn producer_client_config(
+        &self,
+    ) -> std::result::Result<rdkafka::ClientConfig, Vec<ConfigProblem>> {
+        let forced = forced_producer();
+        let mut problems = Vec::new();
+        let mut config = match self.kafka.client_config("kafka", "producers", &forced) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                problems.extend(e);
+                None
+            }
+        };
+        if let Err(e) = self
+            .producer_kafka
+            .client_config("producer_kafka", "producers", &forced)
+        {
+            problems.extend(e);
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        if let Some(c) = config.as_mut() {
+            for (k, v) in &self.producer_kafka.0 {
+                c.set(k, v);
+            }
+        }
+        Ok(config.expect("no problems means a config"))
+    }
+
+    /// The config with secrets replaced (database password, Kafka passwords and keys), for
+    /// printing.
+    pub fn redacted(&self) -> Config {
+        let mut c = self.clone();
+        c.database.url = c.database.redacted_url();
+        c.kafka = KafkaConfig(c.kafka.redacted());
+        c.producer_kafka = KafkaConfig(c.producer_kafka.redacted());
+        c
+    }
+
     /// `Ok` when valid, else every problem.
     pub fn validate(&self) -> crate::Result<()> {
         let problems = self.problems();
@@ -273,20 +341,3 @@ impl Config {
 
 #[cfg(test)]
 mod tests;
-
-impl Config {
-    /// Reads a TOML file (`.toml`) or JSON (`.json`) into a config; unknown keys are errors.
-    pub fn from_file(path: &std::path::Path) -> crate::Result<Config> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            action: format!("read {}", path.display()),
-            source,
-        })?;
-        let parsed = match path.extension().and_then(|e| e.to_str()) {
-            Some("json") => serde_json::from_str(&text).map_err(|e| e.to_string()),
-            _ => toml::from_str(&text).map_err(|e| e.to_string()),
-        };
-        parsed.map_err(|e| {
-            Error::InvalidConfig(vec![ConfigProblem::new(path.display().to_string(), e)])
-        })
-    }
-}

@@ -72,3 +72,14 @@ fn password_is_redacted() {
     };
     assert_eq!(d.redacted_url(), "postgres://u:<redacted>@h:5432/db");
 }
+
+#[test]
+fn producer_settings_default_to_none_so_kafka_bootstrap_wins() {
+    let c = Config {
+        kafka: KafkaConfig::with_bootstrap("b:1"),
+        ..Default::default()
+    };
+    assert!(c.producer_kafka.0.is_empty());
+    let pc = c.producer_client_config().unwrap();
+    assert_eq!(pc.get("bootstrap.servers"), Some("b:1"));
+}

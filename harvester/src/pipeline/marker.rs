@@ -60,9 +60,11 @@ pub(crate) async fn run(
             continue;
         }
         let generation = ctx.current_generation();
+        let started = std::time::Instant::now();
         let rows = match mark(&ctx, generation, n).await {
             Ok(rows) => rows,
             Err(e) => {
+                Stats::add(&ctx.stats.db_errors, 1);
                 ctx.release(n);
                 // The update may have committed without us seeing the rows: re-mark.
                 ctx.force_remark.store(true, Ordering::SeqCst);
@@ -76,6 +78,10 @@ pub(crate) async fn run(
         };
         Stats::add(&ctx.stats.mark_queries, 1);
         Stats::add(&ctx.stats.marked, rows.len() as u64);
+        ctx.stats.mark_seconds.0.observe_duration(started.elapsed());
+        if !rows.is_empty() {
+            ctx.stats.mark_batch.0.observe(rows.len() as f64);
+        }
         let mut per_shard: Vec<Vec<OutboxRecord>> = vec![Vec::new(); shards.len()];
         let mut used = 0;
         for decoded in rows {

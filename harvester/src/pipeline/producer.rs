@@ -147,6 +147,11 @@ impl ShardProducer {
         }
     }
 
+    /// Messages waiting in librdkafka (queued or in flight to a broker).
+    pub fn queue_len(&self) -> i32 {
+        self.producer.in_flight_count()
+    }
+
     /// Messages not yet handed to a broker are dropped (fencing: stop publishing at once).
     /// Their delivery reports arrive as purged failures.
     pub fn purge_queued(&self) {

@@ -90,6 +90,7 @@ where
         match op().await {
             Ok(()) => return true,
             Err(e) => {
+                Stats::add(&ctx.stats.db_errors, 1);
                 tracing::warn!(
                     "cannot {what}, retrying in {:?}: {e}",
                     ctx.limits.io_error_backoff
@@ -109,7 +110,13 @@ async fn purge(ctx: &TermContext, ids: &[i64]) -> Result<()> {
         .bind(ids)
         .bind(&generations)
         .fetch_all(&ctx.pool);
+    let started = std::time::Instant::now();
     let deleted = ctx.bounded("purge acknowledged rows", q).await?;
+    ctx.stats
+        .purge_seconds
+        .0
+        .observe_duration(started.elapsed());
+    ctx.stats.purge_batch.0.observe(ids.len() as f64);
     Stats::add(&ctx.stats.purged, deleted.len() as u64);
     let missed = ids.len() - deleted.len();
     if missed > 0 {
@@ -132,6 +139,7 @@ async fn reset(ctx: &TermContext, ids: &[i64]) {
     let outcome = ctx.bounded("reset rows", q).await;
     ctx.wake_marker.notify_one();
     if let Err(e) = outcome {
+        Stats::add(&ctx.stats.db_errors, 1);
         tracing::warn!("{e}; forcing a re-mark");
         ctx.force_remark.store(true, Ordering::SeqCst);
     }

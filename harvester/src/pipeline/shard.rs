@@ -37,6 +37,8 @@ enum State {
 struct Held {
     record: OutboxRecord,
     state: State,
+    /// When the record was handed to the producer (for the publish latency).
+    sent_at: Option<Instant>,
 }
 
 /// A key whose rows were reset: nothing of it is sent until these ids are marked again.
@@ -58,6 +60,8 @@ pub(crate) struct Shard {
     /// Keys whose front could not be enqueued (local queue full).
     retry: Vec<Key>,
     outstanding: usize,
+    /// This shard's share of `stats.producer_queue`, as last reported.
+    queue_reported: i64,
 }
 
 /// How long a blocked key waits for its reset rows before a full re-mark is forced.
@@ -79,6 +83,7 @@ impl Shard {
             attempts: HashMap::new(),
             retry: Vec::new(),
             outstanding: 0,
+            queue_reported: 0,
         }
     }
 
@@ -143,6 +148,10 @@ impl Shard {
         self.ctx.release(held);
         self.ctx
             .stats
+            .producer_queue
+            .fetch_sub(self.queue_reported, Ordering::Relaxed);
+        self.ctx
+            .stats
             .in_flight_keys
             .fetch_sub(self.queues.len() as i64, Ordering::Relaxed);
         self.producer.give_back(reports);
@@ -185,6 +194,7 @@ impl Shard {
                 Held {
                     record,
                     state: State::Queued,
+                    sent_at: None,
                 },
             );
             to_send.push(key);
@@ -216,6 +226,7 @@ impl Shard {
         match self.producer.send(self.ctx.epoch, &front.record) {
             Ok(()) => {
                 front.state = State::Sent;
+                front.sent_at = Some(Instant::now());
                 self.outstanding += 1;
                 Ok(())
             }
@@ -240,8 +251,17 @@ impl Shard {
                 self.outstanding -= 1;
                 Stats::add(&self.ctx.stats.published, 1);
                 self.attempts.remove(&report.tag.id);
+                let stats = Arc::clone(&self.ctx.stats);
                 if let Some(h) = self.held_mut(report.tag.id) {
                     h.state = State::Purging;
+                    if let Some(sent) = h.sent_at {
+                        stats.publish_seconds.0.observe_duration(sent.elapsed());
+                    }
+                    let age = chrono::Utc::now() - h.record.create_time;
+                    stats
+                        .commit_to_ack_seconds
+                        .0
+                        .observe(age.num_microseconds().unwrap_or(0) as f64 / 1e6);
                 }
                 let msg = ToPurger::Acked {
                     shard: self.producer.shard,
@@ -355,6 +375,12 @@ impl Shard {
     }
 
     async fn on_tick(&mut self, draining: bool) -> Result<()> {
+        let queued = i64::from(self.producer.queue_len());
+        self.ctx
+            .stats
+            .producer_queue
+            .fetch_add(queued - self.queue_reported, Ordering::Relaxed);
+        self.queue_reported = queued;
         if !draining {
             for key in std::mem::take(&mut self.retry) {
                 self.maybe_send(&key).await?;

@@ -1,6 +1,31 @@
 //! Counters shared by the stages and read by metrics and `Meter` events.
+//!
+//! They live across terms (a Prometheus counter must never go back), and the stages update them
+//! with relaxed atomics only: nothing on the per-record path waits for a reader.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use crate::metrics::histogram::{self, Histogram};
+
+/// A latency histogram (seconds buckets).
+#[derive(Debug)]
+pub struct Seconds(pub Histogram);
+
+impl Default for Seconds {
+    fn default() -> Self {
+        Seconds(Histogram::new(histogram::SECONDS))
+    }
+}
+
+/// A batch-size histogram.
+#[derive(Debug)]
+pub struct Sizes(pub Histogram);
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Sizes(Histogram::new(histogram::SIZES))
+    }
+}
 
 /// Monotonic counters and gauges of one harvester (across terms).
 #[derive(Debug, Default)]
@@ -17,6 +42,24 @@ pub struct Stats {
     pub duplicate_marks: AtomicU64,
     pub in_flight_records: AtomicI64,
     pub in_flight_keys: AtomicI64,
+    /// Leadership terms started, fenced and revoked.
+    pub terms: AtomicU64,
+    pub fences: AtomicU64,
+    pub revokes: AtomicU64,
+    /// Failed mark, purge, reset or quarantine statements.
+    pub db_errors: AtomicU64,
+    /// Messages in the producers' local queues (sum over shards, sampled every few ms).
+    pub producer_queue: AtomicI64,
+    /// Rows returned per mark query (empty marks are not recorded).
+    pub mark_batch: Sizes,
+    /// Rows per purge statement.
+    pub purge_batch: Sizes,
+    pub mark_seconds: Seconds,
+    pub purge_seconds: Seconds,
+    /// From handing a record to the producer to its acknowledgement.
+    pub publish_seconds: Seconds,
+    /// From the row's `create_time` to its acknowledgement (includes time waiting in the table).
+    pub commit_to_ack_seconds: Seconds,
 }
 
 /// A copy of [`Stats`] at one instant.

@@ -2,6 +2,8 @@
 //! and writers that record what they committed in a `Verifier`.
 #![allow(dead_code)]
 
+pub mod reaper;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +40,7 @@ pub fn config(db: &TestDb, broker: &Broker, group: &str) -> Config {
             io_error_backoff: Duration::from_millis(100),
             ..Default::default()
         },
+        ..Default::default()
     }
 }
 

@@ -1,0 +1,81 @@
+//! Every metric name the harvester exports, defined once.
+//!
+//! Dashboards and alerts may use only these names; `harvester/tests/dashboards.rs` reads every
+//! name out of `dashboards/` and checks that a running reaper exports it, so the two cannot drift.
+
+/// Prefix of every harvester metric.
+pub const PREFIX: &str = "harvester_";
+
+// Counters.
+pub const MARKED: &str = "harvester_records_marked_total";
+pub const MARK_QUERIES: &str = "harvester_mark_queries_total";
+pub const PUBLISHED: &str = "harvester_records_published_total";
+pub const PURGED: &str = "harvester_records_purged_total";
+pub const PURGE_MISSES: &str = "harvester_purge_misses_total";
+pub const RESET: &str = "harvester_records_reset_total";
+pub const QUARANTINED: &str = "harvester_records_quarantined_total";
+pub const REMARKS: &str = "harvester_remarks_total";
+pub const DELIVERY_FAILURES: &str = "harvester_delivery_failures_total";
+pub const DUPLICATE_MARKS: &str = "harvester_duplicate_marks_total";
+pub const TERMS: &str = "harvester_leader_terms_total";
+pub const FENCES: &str = "harvester_leader_fences_total";
+pub const REVOKES: &str = "harvester_leader_revokes_total";
+pub const DB_ERRORS: &str = "harvester_db_errors_total";
+
+// Gauges.
+pub const IN_FLIGHT_RECORDS: &str = "harvester_in_flight_records";
+pub const IN_FLIGHT_KEYS: &str = "harvester_in_flight_keys";
+pub const PRODUCER_QUEUE: &str = "harvester_producer_queue_messages";
+pub const LEADER: &str = "harvester_leader";
+pub const LEADER_TERM: &str = "harvester_leader_term_info";
+pub const LEADER_SINCE: &str = "harvester_leader_since_seconds";
+pub const BACKLOG: &str = "harvester_backlog_records";
+pub const OLDEST_AGE: &str = "harvester_oldest_record_age_seconds";
+pub const DB_POOL_SIZE: &str = "harvester_db_pool_connections";
+pub const DB_POOL_IDLE: &str = "harvester_db_pool_idle_connections";
+pub const DB_POOL_MAX: &str = "harvester_db_pool_max_connections";
+pub const UP: &str = "harvester_up";
+
+// Histograms.
+pub const MARK_BATCH: &str = "harvester_mark_batch_records";
+pub const MARK_SECONDS: &str = "harvester_mark_duration_seconds";
+pub const PURGE_SECONDS: &str = "harvester_purge_duration_seconds";
+pub const PURGE_BATCH: &str = "harvester_purge_batch_records";
+pub const PUBLISH_SECONDS: &str = "harvester_publish_duration_seconds";
+pub const COMMIT_TO_ACK_SECONDS: &str = "harvester_commit_to_ack_seconds";
+
+/// Every name a scrape exports (histograms as their base name), for tests and tooling.
+pub const ALL: &[&str] = &[
+    MARKED,
+    MARK_QUERIES,
+    PUBLISHED,
+    PURGED,
+    PURGE_MISSES,
+    RESET,
+    QUARANTINED,
+    REMARKS,
+    DELIVERY_FAILURES,
+    DUPLICATE_MARKS,
+    TERMS,
+    FENCES,
+    REVOKES,
+    DB_ERRORS,
+    IN_FLIGHT_RECORDS,
+    IN_FLIGHT_KEYS,
+    PRODUCER_QUEUE,
+    LEADER,
+    LEADER_TERM,
+    LEADER_SINCE,
+    BACKLOG,
+    OLDEST_AGE,
+    DB_POOL_SIZE,
+    DB_POOL_IDLE,
+    DB_POOL_MAX,
+    UP,
+    MARK_BATCH,
+    MARK_SECONDS,
+    PURGE_SECONDS,
+    PURGE_BATCH,
+    PUBLISH_SECONDS,
+    COMMIT_TO_ACK_SECONDS,
+];

@@ -1,0 +1,205 @@
+//! The Prometheus text format, written by hand: a few dozen series do not justify a registry.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use super::histogram::Histogram;
+use super::names as n;
+use super::TableSample;
+use crate::Harvester;
+
+/// A text exposition being written.
+#[derive(Debug, Default)]
+pub struct Exposition {
+    out: String,
+}
+
+impl Exposition {
+    fn head(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+    }
+
+    pub fn counter(&mut self, name: &str, help: &str, value: &AtomicU64) {
+        self.head(name, "counter", help);
+        let _ = writeln!(self.out, "{name} {}", value.load(Ordering::Relaxed));
+    }
+
+    pub fn gauge(&mut self, name: &str, help: &str, value: f64) {
+        self.head(name, "gauge", help);
+        let _ = writeln!(self.out, "{name} {value}");
+    }
+
+    fn gauge_i(&mut self, name: &str, help: &str, value: &AtomicI64) {
+        self.gauge(name, help, value.load(Ordering::Relaxed) as f64);
+    }
+
+    pub fn histogram(&mut self, name: &str, help: &str, h: &Histogram) {
+        self.head(name, "histogram", help);
+        let s = h.snapshot();
+        for (bound, count) in s.bounds.iter().zip(&s.cumulative) {
+            let _ = writeln!(self.out, "{name}_bucket{{le=\"{bound}\"}} {count}");
+        }
+        let _ = writeln!(self.out, "{name}_bucket{{le=\"+Inf\"}} {}", s.count);
+        let _ = writeln!(self.out, "{name}_sum {}", s.sum);
+        let _ = writeln!(self.out, "{name}_count {}", s.count);
+    }
+
+    pub fn finish(self) -> String {
+        self.out
+    }
+}
+
+pub(super) fn render(h: &Harvester, table: Option<TableSample>) -> String {
+    let s = h.live_stats();
+    let mut e = Exposition::default();
+    e.gauge(n::UP, "1 while the harvester process serves metrics.", 1.0);
+    e.counter(n::MARKED, "Rows escrowed by mark queries.", &s.marked);
+    e.counter(n::MARK_QUERIES, "Mark queries run.", &s.mark_queries);
+    e.counter(n::PUBLISHED, "Records acknowledged by Kafka.", &s.published);
+    e.counter(n::PURGED, "Rows deleted after acknowledgement.", &s.purged);
+    e.counter(
+        n::PURGE_MISSES,
+        "Acknowledged rows no longer ours to delete (re-marked by a newer leader).",
+        &s.purge_misses,
+    );
+    e.counter(
+        n::RESET,
+        "Rows reset for re-marking after a failed delivery.",
+        &s.reset,
+    );
+    e.counter(
+        n::QUARANTINED,
+        "Rows moved to the quarantine table.",
+        &s.quarantined,
+    );
+    e.counter(n::REMARKS, "Forced re-marks (fresh leader id).", &s.remarks);
+    e.counter(
+        n::DELIVERY_FAILURES,
+        "Failed deliveries.",
+        &s.delivery_failures,
+    );
+    e.counter(
+        n::DUPLICATE_MARKS,
+        "Rows marked again while already held (not re-sent).",
+        &s.duplicate_marks,
+    );
+    e.counter(n::TERMS, "Leadership terms started.", &s.terms);
+    e.counter(
+        n::FENCES,
+        "Times leadership lapsed (own heartbeats stopped).",
+        &s.fences,
+    );
+    e.counter(n::REVOKES, "Orderly hand-offs of leadership.", &s.revokes);
+    e.counter(
+        n::DB_ERRORS,
+        "Failed mark, purge, reset or quarantine statements.",
+        &s.db_errors,
+    );
+    e.gauge_i(
+        n::IN_FLIGHT_RECORDS,
+        "Records held by the pipeline (in flight or waiting behind their key).",
+        &s.in_flight_records,
+    );
+    e.gauge_i(
+        n::IN_FLIGHT_KEYS,
+        "Keys with a record held.",
+        &s.in_flight_keys,
+    );
+    e.gauge_i(
+        n::PRODUCER_QUEUE,
+        "Messages queued or in flight inside the producers.",
+        &s.producer_queue,
+    );
+    let leading = h.is_leader();
+    e.gauge(
+        n::LEADER,
+        "1 while this harvester leads.",
+        f64::from(u8::from(leading)),
+    );
+    e.head(
+        n::LEADER_TERM,
+        "gauge",
+        "The current term and leader id (1 while leading).",
+    );
+    match (h.elector().term(), h.leader_id()) {
+        (Some(term), Some(leader_id)) if leading => {
+            let _ = writeln!(
+                e.out,
+                "{}{{term=\"{term}\",leader_id=\"{leader_id}\"}} 1",
+                n::LEADER_TERM
+            );
+        }
+        _ => {
+            let _ = writeln!(e.out, "{}{{term=\"\",leader_id=\"\"}} 0", n::LEADER_TERM);
+        }
+    }
+    let since = h
+        .leading_since()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0.0, |d| d.as_secs_f64());
+    e.gauge(
+        n::LEADER_SINCE,
+        "Unix time the current term started; 0 when not leading.",
+        since,
+    );
+    if let Some(t) = table {
+        e.gauge(
+            n::BACKLOG,
+            "Rows in the outbox (exact up to 100k, the id span above).",
+            t.backlog as f64,
+        );
+        e.gauge(
+            n::OLDEST_AGE,
+            "Seconds since the oldest unpublished row was written.",
+            t.oldest_age_seconds,
+        );
+    }
+    let pool = h.pool();
+    e.gauge(
+        n::DB_POOL_SIZE,
+        "Open database connections.",
+        f64::from(pool.size()),
+    );
+    e.gauge(
+        n::DB_POOL_IDLE,
+        "Idle database connections.",
+        pool.num_idle() as f64,
+    );
+    e.gauge(
+        n::DB_POOL_MAX,
+        "Configured maximum database connections.",
+        f64::from(h.config().database.max_connections),
+    );
+    e.histogram(
+        n::MARK_BATCH,
+        "Rows returned per non-empty mark query.",
+        &s.mark_batch.0,
+    );
+    e.histogram(
+        n::MARK_SECONDS,
+        "Duration of mark queries.",
+        &s.mark_seconds.0,
+    );
+    e.histogram(
+        n::PURGE_BATCH,
+        "Rows per purge statement.",
+        &s.purge_batch.0,
+    );
+    e.histogram(
+        n::PURGE_SECONDS,
+        "Duration of purge statements.",
+        &s.purge_seconds.0,
+    );
+    e.histogram(
+        n::PUBLISH_SECONDS,
+        "From handing a record to the producer to its acknowledgement.",
+        &s.publish_seconds.0,
+    );
+    e.histogram(
+        n::COMMIT_TO_ACK_SECONDS,
+        "From the row's create_time to its acknowledgement by Kafka.",
+        &s.commit_to_ack_seconds.0,
+    );
+    e.finish()
+}

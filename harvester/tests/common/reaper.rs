@@ -1,0 +1,128 @@
+//! Running the real `reaper` binary against a test's world: its config file, the process, and
+//! its HTTP endpoint.
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use testkit::process::Observed;
+use testkit::wait_for;
+
+use super::World;
+
+/// A file in the temp dir, removed on drop.
+pub struct TempFile(pub std::path::PathBuf);
+
+impl TempFile {
+    pub fn write(name: &str, text: &str) -> TempFile {
+        let p = std::env::temp_dir().join(name);
+        std::fs::write(&p, text).unwrap();
+        TempFile(p)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl World {
+    /// A reaper TOML config for this world (HTTP on a free port), with `limits` lines appended
+    /// to the `[limits]` table.
+    pub fn reaper_config(&self, limits: &str) -> TempFile {
+        let c = self.config();
+        let text = format!(
+            r#"
+kafka = {{ "bootstrap.servers" = "{bootstrap}" }}
+[leader]
+group_id = "{group}"
+heartbeat_timeout = "1s"
+min_poll_interval = "50ms"
+[database]
+url = "{url}"
+[outbox]
+table = "{schema}.outbox"
+[http]
+listen = "127.0.0.1:0"
+[limits]
+drain_timeout = "1s"
+min_metrics_interval = "50ms"
+io_error_backoff = "100ms"
+{limits}
+"#,
+            bootstrap = self.broker.bootstrap(),
+            group = self.group,
+            url = c.database.url,
+            schema = self.db.schema,
+        );
+        TempFile::write(
+            &format!("{}-{}.toml", self.group, testkit::names::unique("cfg")),
+            &text,
+        )
+    }
+}
+
+/// A reaper process with its HTTP address.
+pub struct Reaper {
+    pub proc: Observed,
+    pub http: SocketAddr,
+}
+
+impl Reaper {
+    /// Spawns `reaper --config <config> --events-json` and waits for its HTTP endpoint.
+    pub async fn spawn(name: &str, config: &TempFile) -> Reaper {
+        let proc = spawn_raw(name, &["--config", config.path(), "--events-json"]);
+        wait_for(
+            "the reaper's http endpoint",
+            Duration::from_secs(30),
+            || async { !proc.lines_of("http").is_empty() },
+        )
+        .await
+        .unwrap();
+        let http = proc.lines_of("http")[0].value["addr"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        Reaper { proc, http }
+    }
+
+    /// `GET path` on its endpoint.
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let (addr, path) = (self.http, path.to_owned());
+        tokio::task::spawn_blocking(move || testkit::http::get(addr, &path))
+            .await
+            .unwrap()
+            .unwrap_or((0, String::new()))
+    }
+
+    pub async fn is_leader(&self) -> bool {
+        self.get("/leader").await.0 == 200
+    }
+}
+
+/// Spawns the reaper binary with `args` (RUST_LOG=warn).
+pub fn spawn_raw(name: &str, args: &[&str]) -> Observed {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reaper"));
+    cmd.args(args).env("RUST_LOG", "warn");
+    Observed::spawn(name, cmd).unwrap()
+}
+
+/// Runs the reaper binary to completion; (exit code, stdout, stderr).
+pub fn run_to_end(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_reaper"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

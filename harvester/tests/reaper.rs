@@ -1,0 +1,261 @@
+//! The real `reaper` binary against real Postgres and the embedded broker: it publishes what a
+//! separate writer commits, stops gracefully on SIGTERM, exposes `/leader` on exactly one of two
+//! instances, and refuses bad configuration naming the field.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::reaper::{run_to_end, Reaper, TempFile};
+use common::World;
+use testkit::http::metric;
+use testkit::process::Signal;
+use testkit::wait_for;
+
+async fn leader_of<'a>(reapers: &'a [&'a Reaper]) -> Vec<usize> {
+    let mut leading = Vec::new();
+    for (i, r) in reapers.iter().enumerate() {
+        if r.is_leader().await {
+            leading.push(i);
+        }
+    }
+    leading
+}
+
+#[tokio::test]
+async fn publishes_a_separate_writers_rows_and_reports_them() {
+    let world = Arc::new(World::new("rpub", 4).await);
+    world.migrate().await;
+    let config = world.reaper_config("");
+    let reaper = Reaper::spawn("r", &config).await;
+    assert_eq!(reaper.get("/healthz").await.0, 200);
+    wait_for("the reaper leads", Duration::from_secs(30), || async {
+        reaper.is_leader().await
+    })
+    .await
+    .unwrap();
+    // The writer is this test process; the reaper is another.
+    world.write(30, 20, 7).await;
+    let report = world.verify(Duration::from_secs(60)).await;
+    report.assert_correct();
+    assert_eq!(report.delivered, 600);
+    wait_for("outbox drained", Duration::from_secs(30), || async {
+        world.outbox_rows().await == 0
+    })
+    .await
+    .unwrap();
+    let (status, ready) = reaper.get("/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+    let (_, text) = reaper.get("/metrics").await;
+    let published = metric(&text, "harvester_records_published_total").unwrap();
+    let purged = metric(&text, "harvester_records_purged_total").unwrap();
+    println!("metrics after 600 records: published {published}, purged {purged}");
+    assert!(published >= 600.0 && purged >= 600.0, "{text}");
+    assert_eq!(metric(&text, "harvester_leader"), Some(1.0));
+    assert_eq!(metric(&text, "harvester_backlog_records"), Some(0.0));
+    assert!(metric(&text, "harvester_publish_duration_seconds_count").unwrap() >= 600.0);
+}
+
+#[tokio::test]
+async fn sigterm_mid_stream_exits_zero_within_its_bound_and_a_restart_loses_nothing() {
+    let world = Arc::new(World::new("rterm", 4).await);
+    world.migrate().await;
+    let config = world.reaper_config("max_in_flight_records = 200\nmark_query_records = 50");
+    let mut a = Reaper::spawn("a", &config).await;
+    wait_for("a leads", Duration::from_secs(30), || async {
+        a.is_leader().await
+    })
+    .await
+    .unwrap();
+    let writer = {
+        let world = Arc::clone(&world);
+        tokio::spawn(async move {
+            for seq in 0..120 {
+                world.write_round("k", 30, seq).await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (_, before) = a.get("/metrics").await;
+    let published = metric(&before, "harvester_records_published_total").unwrap_or(0.0);
+    let signalled = Instant::now();
+    a.proc.signal(Signal::Term).unwrap();
+    // The reaper's own bound (drain 1s + revoke 2s + 10s), after which it exits 3, not 0.
+    let bound = Duration::from_secs(13);
+    let status = a
+        .proc
+        .wait_exit(bound + Duration::from_secs(2))
+        .expect("a exits");
+    let took = signalled.elapsed();
+    println!("SIGTERM after {published} published: exit {status} after {took:?}");
+    assert!(published > 0.0, "the stop happened mid-stream");
+    assert_eq!(status.code(), Some(0), "a graceful stop exits 0");
+    assert!(
+        took <= bound,
+        "stopped in {took:?}, beyond the bound {bound:?}"
+    );
+    writer.await.unwrap();
+    assert!(
+        world.outbox_rows().await > 0,
+        "rows were left for the restart"
+    );
+    let b = Reaper::spawn("b", &config).await;
+    let report = world.verify(Duration::from_secs(120)).await;
+    println!("after restart: {report}");
+    report.assert_correct();
+    assert_eq!(report.delivered, 30 * 120);
+    b.proc.signal(Signal::Term).unwrap();
+}
+
+#[tokio::test]
+async fn leader_probe_is_200_on_exactly_one_and_moves_on_sigterm() {
+    let world = World::new("rlead", 1).await;
+    world.migrate().await;
+    let config = world.reaper_config("");
+    let mut a = Reaper::spawn("a", &config).await;
+    let mut b = Reaper::spawn("b", &config).await;
+    wait_for("one leads", Duration::from_secs(30), || async {
+        leader_of(&[&a, &b]).await.len() == 1
+    })
+    .await
+    .unwrap();
+    for _ in 0..10 {
+        let leading = leader_of(&[&a, &b]).await;
+        assert_eq!(leading.len(), 1, "exactly one /leader is 200: {leading:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let first = leader_of(&[&a, &b]).await[0];
+    let (old, new) = if first == 0 {
+        (&mut a, &b)
+    } else {
+        (&mut b, &a)
+    };
+    let signalled = Instant::now();
+    old.proc.signal(Signal::Term).unwrap();
+    wait_for("the other leads", Duration::from_secs(20), || async {
+        new.is_leader().await
+    })
+    .await
+    .unwrap();
+    println!("/leader moved {:?} after SIGTERM", signalled.elapsed());
+    assert_eq!(
+        old.proc.wait_exit(Duration::from_secs(15)).unwrap().code(),
+        Some(0)
+    );
+    let (_, text) = new.get("/metrics").await;
+    assert_eq!(metric(&text, "harvester_leader"), Some(1.0));
+    assert!(
+        text.contains("harvester_leader_term_info{term=\""),
+        "{text}"
+    );
+}
+
+fn config_file(name: &str, text: &str) -> TempFile {
+    TempFile::write(&format!("{}-{name}", testkit::names::unique("bad")), text)
+}
+
+#[test]
+fn bad_config_exits_non_zero_naming_the_field() {
+    let cases = [
+        (
+            "unknown.toml",
+            "[limits]\nmax_inflight = 5\n",
+            "max_inflight",
+        ),
+        (
+            "duration.toml",
+            "[limits]\ndrain_timeout = \"soon\"\n",
+            "drain_timeout",
+        ),
+        (
+            "forced.toml",
+            "[kafka]\n\"bootstrap.servers\" = \"b:9092\"\n\"enable.idempotence\" = \"false\"\n",
+            "kafka.\"enable.idempotence\"",
+        ),
+        (
+            "forced-neli.yaml",
+            "kafka:\n  bootstrap.servers: b:9092\n  session.timeout.ms: \"45000\"\n",
+            "session.timeout.ms",
+        ),
+    ];
+    for (name, text, field) in cases {
+        let file = config_file(name, text);
+        for args in [
+            vec!["check-config", "--config", file.path()],
+            vec!["--config", file.path()],
+        ] {
+            let (code, _, stderr) = run_to_end(&args);
+            assert_eq!(code, 2, "{name} {args:?}: {stderr}");
+            assert!(
+                stderr.contains(field),
+                "{name}: stderr does not name {field}: {stderr}"
+            );
+        }
+    }
+    let (code, _, stderr) = run_to_end(&["check-config", "--set", "limits.send_buffer=lots"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("limits.send_buffer"), "{stderr}");
+}
+
+#[test]
+fn check_config_prints_the_effective_config_redacted_and_reads_goharvest_yaml() {
+    let file = config_file(
+        "goharvest.yaml",
+        r#"
+harvest:
+  baseKafkaConfig:
+    bootstrap.servers: kafka-1:9092
+    sasl.password: hunter2
+  producerKafkaConfig:
+    compression.type: lz4
+    delivery.timeout.ms: 10000
+  leaderTopic: billing-neli
+  leaderGroupID: billing
+  dataSource: host=db port=5432 user=app password=s3cret dbname=orders sslmode=disable
+  outboxTable: billing.outbox
+  limits:
+    minPollInterval: 100ms
+    heartbeatTimeout: 5s
+    maxInFlightRecords: 2000
+    minMetricsInterval: 5s
+    sendConcurrency: 4
+    sendBuffer: 10
+logging:
+  level: Debug
+"#,
+    );
+    let (code, out, stderr) = run_to_end(&[
+        "check-config",
+        "--config",
+        file.path(),
+        "--set",
+        "limits.mark_query_records=200",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let printed: harvester::Config = toml::from_str(&out).unwrap();
+    assert_eq!(printed.kafka.get("bootstrap.servers"), Some("kafka-1:9092"));
+    assert_eq!(printed.producer_kafka.get("compression.type"), Some("lz4"));
+    assert_eq!(
+        printed.producer_kafka.get("delivery.timeout.ms"),
+        Some("10000")
+    );
+    assert_eq!(printed.kafka.get("sasl.password"), Some("<redacted>"));
+    assert_eq!(printed.leader.group_id.as_deref(), Some("billing"));
+    assert_eq!(printed.leader.topic.as_deref(), Some("billing-neli"));
+    assert_eq!(
+        printed.database.url,
+        "postgres://app:<redacted>@db:5432/orders?sslmode=disable"
+    );
+    assert_eq!(printed.outbox.shape, harvester::outbox::Shape::Goharvest);
+    assert_eq!(
+        printed.outbox.table,
+        harvester::outbox::TableName::parse("billing.outbox").unwrap()
+    );
+    assert_eq!(printed.limits.max_in_flight_records, 2000);
+    assert_eq!(printed.limits.send_concurrency, 4);
+    assert_eq!(printed.limits.mark_query_records, 200);
+    assert_eq!(printed.logging.level, "debug");
+    assert!(!out.contains("hunter2") && !out.contains("s3cret"), "{out}");
+}
