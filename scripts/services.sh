@@ -4,6 +4,9 @@
 #   scripts/services.sh up      start (or find) both; idempotent; writes .state/services.env
 #   scripts/services.sh down    stop only what `up` started
 #   scripts/services.sh env     print the export lines for the current services
+#   scripts/services.sh private up|restart|down DIR PORT
+#                               a private cluster of the caller's own (the benchmark's
+#                               pg-restart scenario restarts it; never the shared server)
 #
 # Postgres: $DATABASE_URL if reachable, else the local server on 127.0.0.1:5432 (started with
 # pg_ctlcluster if it is installed but down), else a private cluster under .state/pg made with
@@ -44,12 +47,18 @@ install_postgres() {
 }
 
 start_private_cluster() {
+  private_cluster up "$STATE/pg" "$PRIVATE_PORT"
+  echo private > "$STATE/pg.started"
+}
+
+# private_cluster up|restart|down DATA_DIR PORT
+private_cluster() {
+  local action=$1 data=$2 port=$3
   local bindir; bindir=$(pg_bindir)
   if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ]; then
     install_postgres
     bindir=$(pg_bindir)
   fi
-  local data=$STATE/pg
   local as=()
   if [ "$(id -u)" = 0 ]; then as=(runuser -u postgres --); fi
   if [ ! -f "$data/PG_VERSION" ]; then
@@ -59,10 +68,20 @@ start_private_cluster() {
     chmod 700 "$data"
     "${as[@]}" "$bindir/initdb" -D "$data" -U postgres --auth=trust >/dev/null
   fi
-  say "starting private cluster on 127.0.0.1:$PRIVATE_PORT"
-  "${as[@]}" "$bindir/pg_ctl" -D "$data" -w -l "$data/server.log" \
-    -o "-p $PRIVATE_PORT -k $data -c listen_addresses=127.0.0.1" start >/dev/null
-  echo private > "$STATE/pg.started"
+  local opts="-p $port -k $data -c listen_addresses=127.0.0.1"
+  case "$action" in
+    up)
+      if "${as[@]}" "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+        say "private cluster in $data already running"; return
+      fi
+      say "starting private cluster on 127.0.0.1:$port"
+      "${as[@]}" "$bindir/pg_ctl" -D "$data" -w -l "$data/server.log" -o "$opts" start >/dev/null ;;
+    restart)
+      say "restarting private cluster on 127.0.0.1:$port"
+      "${as[@]}" "$bindir/pg_ctl" -D "$data" -w -m fast -l "$data/server.log" -o "$opts" restart >/dev/null ;;
+    down)
+      "${as[@]}" "$bindir/pg_ctl" -D "$data" -w -m fast stop >/dev/null 2>&1 || true ;;
+  esac
 }
 
 postgres_up() {
@@ -195,6 +214,7 @@ cmd_down() {
 case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
+  private) private_cluster "${2:?up|restart|down}" "${3:?data dir}" "${4:?port}" ;;
   env) [ -f "$ENV_FILE" ] && cat "$ENV_FILE" || { say "not up; run: $0 up"; exit 1; } ;;
-  *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|private up|restart|down DIR PORT" >&2; exit 2 ;;
 esac

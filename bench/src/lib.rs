@@ -1,3 +1,39 @@
-//! End-to-end benchmark and tuning sweeps.
+//! # bench
 //!
-//! Not implemented yet: the benchmark and tuning issues fill this crate.
+//! The capacity-planning benchmark: how many records per second a Postgres + Kafka + harvester
+//! setup sustains, at what commit-to-receipt latency, and what a failover costs, every figure
+//! measured and every run verified (0 lost, 0 reordered, duplicates counted).
+//!
+//! ## Architecture
+//! - [`scenario`]: scenarios and profiles from TOML (an embedded default file plus the user's).
+//! - [`fleet`]: the harvesters under test are real `reaper` **processes**, so a scenario can
+//!   `kill -9` or `SIGSTOP` them; their events, `/leader` probes, CPU and peak RSS are observed.
+//! - [`receipts`]: the verifying consumer, reading the topic from the beginning on its own
+//!   thread and stamping each receipt; the writers' [`workloads::Ledger`] holds commit instants.
+//! - [`ceiling`]: the machine's own limits measured in the same run (a DB-only mark+purge loop
+//!   with the same batch size, a producer-only loop to the same broker, the writers' capacity),
+//!   so results read as ratios rather than absolute numbers from a noisy machine.
+//! - [`run`]: one scenario, end to end: schema, topic, pre-fill, harvesters, writers, faults,
+//!   drain, then [`analysis`] (verifier, hdrhistogram percentiles, throughput, failover gap).
+//! - [`report`] and [`plot`]: JSON lines, a Markdown summary, SVG plots under `results/`.
+//! - [`pg`]: Postgres statistics (WAL bytes, transactions, durability settings) and the bench's
+//!   own private cluster for the `pg-restart` scenario (the shared server is never restarted).
+
+pub mod analysis;
+pub mod ceiling;
+pub mod cli;
+mod error;
+pub mod fleet;
+pub mod pg;
+pub mod plot;
+pub mod receipts;
+pub mod report;
+pub mod run;
+pub mod scenario;
+
+pub use error::BenchError;
+
+/// The workspace root (scripts, default results directory).
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}

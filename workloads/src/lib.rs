@@ -36,5 +36,8 @@ pub fn key_name(i: u32) -> String {
 
 /// The index of a key written by this crate (`k<index>`).
 pub fn key_index(key: &[u8]) -> Option<u32> {
-    std::str::from_utf8(key.strip_prefix(b"k")?).ok()?.parse().ok()
+    std::str::from_utf8(key.strip_prefix(b"k")?)
+        .ok()?
+        .parse()
+        .ok()
 }

@@ -56,7 +56,9 @@ pub async fn prefill(
         value_bytes,
     } = backlog;
     if keys == 0 {
-        return Err(WorkloadError::Invalid("prefill needs at least one key".into()));
+        return Err(WorkloadError::Invalid(
+            "prefill needs at least one key".into(),
+        ));
     }
     let value_hex = hex(&vec![b'v'; value_bytes]);
     let run_hex = hex(run.as_bytes());
@@ -70,9 +72,19 @@ pub async fn prefill(
         let mut text = String::with_capacity(((end - start) as usize) * (value_hex.len() + 80));
         for i in start..end {
             let k = (i % u64::from(keys)) as u32;
-            copy_line(&mut text, topic, &key_name(k), &value_hex, &run_hex, i / u64::from(keys));
+            copy_line(
+                &mut text,
+                topic,
+                &key_name(k),
+                &value_hex,
+                &run_hex,
+                i / u64::from(keys),
+            );
         }
-        let mut conn = pool.acquire().await.map_err(WorkloadError::db("connect for COPY"))?;
+        let mut conn = pool
+            .acquire()
+            .await
+            .map_err(WorkloadError::db("connect for COPY"))?;
         let mut copy = conn
             .copy_in_raw(&statement)
             .await
@@ -80,7 +92,9 @@ pub async fn prefill(
         copy.send(text.into_bytes())
             .await
             .map_err(WorkloadError::db("send COPY data"))?;
-        copy.finish().await.map_err(WorkloadError::db("finish COPY"))?;
+        copy.finish()
+            .await
+            .map_err(WorkloadError::db("finish COPY"))?;
         let now = Instant::now();
         ledger.push_all((start..end).map(|i| Committed {
             key: (i % u64::from(keys)) as u32,

@@ -166,7 +166,8 @@ impl WriterPool {
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..self.config.writers {
             let me = Arc::clone(self);
-            let (stop, slots, committed) = (stop.clone(), Arc::clone(&slots), Arc::clone(&committed));
+            let (stop, slots, committed) =
+                (stop.clone(), Arc::clone(&slots), Arc::clone(&committed));
             tasks.spawn(async move { me.writer(start, stop, slots, committed, limit).await });
         }
         let mut total = WriterStats::default();
@@ -184,7 +185,8 @@ impl WriterPool {
                 }
                 Err(e) => {
                     stop.cancel();
-                    first_error.get_or_insert(WorkloadError::Invalid(format!("writer task failed: {e}")));
+                    first_error
+                        .get_or_insert(WorkloadError::Invalid(format!("writer task failed: {e}")));
                 }
             }
         }
@@ -211,7 +213,9 @@ impl WriterPool {
         };
         let mut stats = WriterStats::default();
         loop {
-            if stop.is_cancelled() || limit.is_some_and(|l| committed_total.load(Ordering::Relaxed) >= l) {
+            if stop.is_cancelled()
+                || limit.is_some_and(|l| committed_total.load(Ordering::Relaxed) >= l)
+            {
                 break;
             }
             let intended = match interval {
@@ -230,10 +234,18 @@ impl WriterPool {
             let (mut picks, sizes, delay, abort) = {
                 let mut rng = rand::thread_rng();
                 let picks: Vec<u32> = (0..rows).map(|_| sampler.sample(&mut rng)).collect();
-                let sizes: Vec<usize> = (0..rows).map(|_| self.config.payload.sample(&mut rng)).collect();
+                let sizes: Vec<usize> = (0..rows)
+                    .map(|_| self.config.payload.sample(&mut rng))
+                    .collect();
                 let max = self.config.max_pre_commit_delay.as_micros() as u64;
-                let delay = Duration::from_micros(if max == 0 { 0 } else { rng.gen_range(0..=max) });
-                (picks, sizes, delay, rng.gen_bool(self.config.rollback_ratio))
+                let delay =
+                    Duration::from_micros(if max == 0 { 0 } else { rng.gen_range(0..=max) });
+                (
+                    picks,
+                    sizes,
+                    delay,
+                    rng.gen_bool(self.config.rollback_ratio),
+                )
             };
             let mut distinct = picks.clone();
             distinct.sort_unstable();
@@ -259,7 +271,11 @@ impl WriterPool {
                 written.push((*k, *seq));
                 *seq += 1;
             }
-            let mut tx = self.pool.begin().await.map_err(WorkloadError::db("begin"))?;
+            let mut tx = self
+                .pool
+                .begin()
+                .await
+                .map_err(WorkloadError::db("begin"))?;
             self.stasher
                 .stash_batch(&mut tx, &records)
                 .await
@@ -272,7 +288,9 @@ impl WriterPool {
             }
             stats.transactions += 1;
             if abort {
-                tx.rollback().await.map_err(WorkloadError::db("roll back"))?;
+                tx.rollback()
+                    .await
+                    .map_err(WorkloadError::db("roll back"))?;
                 stats.rolled_back += written.len() as u64;
                 continue;
             }
@@ -284,12 +302,13 @@ impl WriterPool {
             drop(guards);
             stats.committed += written.len() as u64;
             committed_total.fetch_add(written.len() as u64, Ordering::Relaxed);
-            self.ledger.push_all(written.into_iter().map(|(key, seq)| Committed {
-                key,
-                seq,
-                committed: now,
-                intended,
-            }));
+            self.ledger
+                .push_all(written.into_iter().map(|(key, seq)| Committed {
+                    key,
+                    seq,
+                    committed: now,
+                    intended,
+                }));
         }
         Ok(stats)
     }

@@ -23,7 +23,10 @@ async fn prefill_and_writers_are_harvested_exactly_as_the_ledger_says() {
     let topic = names::topic("wl");
     broker.create_topic(&topic, 4).await.unwrap();
     let group = names::unique("wl");
-    broker.create_topic(&format!("{group}.neli"), 1).await.unwrap();
+    broker
+        .create_topic(&format!("{group}.neli"), 1)
+        .await
+        .unwrap();
     let run = names::unique("run");
     let table = TableName::parse(&format!("{}.outbox", db.schema)).unwrap();
     let config = Config {
@@ -59,7 +62,9 @@ async fn prefill_and_writers_are_harvested_exactly_as_the_ledger_says() {
         keys: 50,
         value_bytes: 64,
     };
-    prefill(&db.pool, &table, &topic, &run, backlog, &ledger).await.unwrap();
+    prefill(&db.pool, &table, &topic, &run, backlog, &ledger)
+        .await
+        .unwrap();
     let writers = WriterConfig {
         writers: 4,
         mode: Mode::Open { rate: 3000.0 },
@@ -70,11 +75,22 @@ async fn prefill_and_writers_are_harvested_exactly_as_the_ledger_says() {
         ..Default::default()
     };
     let pool = Arc::new(
-        WriterPool::new(writers, db.pool.clone(), &table, &topic, &run, Arc::clone(&ledger)).unwrap(),
+        WriterPool::new(
+            writers,
+            db.pool.clone(),
+            &table,
+            &topic,
+            &run,
+            Arc::clone(&ledger),
+        )
+        .unwrap(),
     );
     pool.start_sequences_at(2_000 / 50);
     let harvester = Arc::new(Harvester::connect(config).await.unwrap()).spawn();
-    let stats = pool.run(CancellationToken::new(), Some(1_500)).await.unwrap();
+    let stats = pool
+        .run(CancellationToken::new(), Some(1_500))
+        .await
+        .unwrap();
     println!("writers: {stats:?}");
     assert!(stats.rolled_back > 0, "some transactions rolled back");
     assert!(stats.committed >= 1_500);
@@ -95,5 +111,8 @@ async fn prefill_and_writers_are_harvested_exactly_as_the_ledger_says() {
     harvester.stop().await.unwrap();
     report.assert_correct();
     assert_eq!(report.delivered, committed.len() as u64);
-    assert_eq!(report.unexpected, 0, "rolled-back rows were never published");
+    assert_eq!(
+        report.unexpected, 0,
+        "rolled-back rows were never published"
+    );
 }

@@ -204,6 +204,35 @@ impl Default for Limits {
     }
 }
 
+/// librdkafka's names for how long a message may wait before it fails locally.
+const PRODUCER_TIMEOUT_KEYS: [&str; 2] = ["delivery.timeout.ms", "message.timeout.ms"];
+
+/// A stalled leader (SIGSTOP, GC pause, VM freeze) resumes with messages still in its producers'
+/// queues; librdkafka scans for expired messages before it sends again, so a delivery timeout
+/// below the leader session timeout makes those messages fail instead of landing after a
+/// successor's newer ones. Default 2 x heartbeat timeout; a larger value is refused.
+fn producer_timeout_problems(config: &Config) -> Vec<ConfigProblem> {
+    let session = config.leader.heartbeat_timeout * 3;
+    PRODUCER_TIMEOUT_KEYS
+        .iter()
+        .filter_map(|key| {
+            let value = config.producer_kafka.get(key)?;
+            let field = format!("producer_kafka.\"{key}\"");
+            match value.trim().parse::<u64>() {
+                Ok(ms) if u128::from(ms) < session.as_millis() => None,
+                Ok(ms) => Some(ConfigProblem::new(
+                    field,
+                    format!(
+                        "({ms}) must be below the leader session timeout ({} ms = 3 x leader.heartbeat_timeout): a stalled leader's queued messages must expire before a successor publishes, or they land after newer ones; leave it unset for 2 x heartbeat timeout",
+                        session.as_millis()
+                    ),
+                )),
+                Err(_) => Some(ConfigProblem::new(field, "must be a whole number of milliseconds")),
+            }
+        })
+        .collect()
+}
+
 /// Producer settings the harvester must control.
 pub(crate) fn forced_producer() -> Vec<(&'static str, String)> {
     vec![("enable.idempotence", "true".into())]
@@ -223,6 +252,7 @@ impl Config {
         if let Err(e) = self.producer_client_config() {
             p.extend(e);
         }
+        p.extend(producer_timeout_problems(self));
         if !self.database.url.starts_with("postgres://")
             && !self.database.url.starts_with("postgresql://")
         {
@@ -313,6 +343,13 @@ impl Config {
         if let Some(c) = config.as_mut() {
             for (k, v) in &self.producer_kafka.0 {
                 c.set(k, v);
+            }
+            if PRODUCER_TIMEOUT_KEYS
+                .iter()
+                .all(|k| self.producer_kafka.get(k).is_none())
+            {
+                let ms = (self.leader.heartbeat_timeout * 2).as_millis().to_string();
+                c.set("delivery.timeout.ms", ms);
             }
         }
         Ok(config.expect("no problems means a config"))

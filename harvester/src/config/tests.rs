@@ -83,3 +83,27 @@ fn producer_settings_default_to_none_so_kafka_bootstrap_wins() {
     let pc = c.producer_client_config().unwrap();
     assert_eq!(pc.get("bootstrap.servers"), Some("b:1"));
 }
+
+#[test]
+fn producer_delivery_timeout_defaults_below_the_session_and_larger_is_refused() {
+    let c = Config::default();
+    let pc = c.producer_client_config().unwrap();
+    assert_eq!(pc.get("delivery.timeout.ms"), Some("10000"));
+    let mut c = Config::default();
+    c.producer_kafka = KafkaConfig::empty().set("delivery.timeout.ms", "15000");
+    let p = c.problems();
+    assert!(
+        p.iter()
+            .any(|p| p.field == "producer_kafka.\"delivery.timeout.ms\""
+                && p.message.contains("session")),
+        "{p:?}"
+    );
+    c.producer_kafka = KafkaConfig::empty().set("delivery.timeout.ms", "12000");
+    assert!(c.problems().is_empty());
+    assert_eq!(
+        c.producer_client_config()
+            .unwrap()
+            .get("delivery.timeout.ms"),
+        Some("12000")
+    );
+}

@@ -64,16 +64,21 @@ fn roundtrip(control: &str, request: &Request) -> Result<Reply, TestkitError> {
 }
 
 impl Broker {
+    /// An external cluster by its bootstrap servers (no fault injection).
+    pub fn external(bootstrap: &str) -> Self {
+        Broker {
+            bootstrap: bootstrap.to_owned(),
+            embedded: None,
+            cluster: 0,
+            _guard: None,
+        }
+    }
+
     /// `KAFKA_BROKERS` if set, else the embedded broker's state file.
     pub fn discover() -> Result<Self, TestkitError> {
         if let Ok(bootstrap) = std::env::var("KAFKA_BROKERS") {
             if !bootstrap.trim().is_empty() {
-                return Ok(Broker {
-                    bootstrap,
-                    embedded: None,
-                    cluster: 0,
-                    _guard: None,
-                });
+                return Ok(Broker::external(&bootstrap));
             }
         }
         let path = state_file();

@@ -1,0 +1,135 @@
+//! `bench`: the capacity-planning benchmark. Maps arguments onto the `bench` library.
+//!
+//! ```text
+//! bench run [--profile quick|full] [--scenario NAME]... [--file my.toml] [--set k=v]...
+//! bench list
+//! ```
+//! Exit codes: 0 every run verified, 1 a run lost or reordered records (or failed), 2 bad input.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    about = "Outbox harvester benchmark: throughput, commit-to-receipt latency, failover, against this machine's own ceilings"
+)]
+struct Args {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run a profile or named scenarios.
+    Run(RunArgs),
+    /// List profiles and scenarios.
+    List {
+        /// Extra scenario file (adds or replaces by name).
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Profile to run (ignored when --scenario is given).
+    #[arg(long, default_value = "quick")]
+    profile: String,
+    /// Scenario(s) to run.
+    #[arg(long = "scenario")]
+    scenarios: Vec<String>,
+    /// Extra scenario file (adds or replaces by name).
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// Harvester setting for every scenario, e.g. `--set limits.max_in_flight_records=5000`.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<String>,
+    /// Scale backlogs and durations (0.1 for a smoke run).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Kafka bootstrap servers of a real cluster (default: the embedded broker).
+    #[arg(long, env = "KAFKA_BROKERS")]
+    brokers: Option<String>,
+    /// Postgres URL (default: DATABASE_URL or the local server).
+    #[arg(long, env = "DATABASE_URL")]
+    database_url: Option<String>,
+    /// The reaper binary (default: next to this one).
+    #[arg(long)]
+    reaper: Option<PathBuf>,
+    /// Where results go.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Skip the ceiling measurements.
+    #[arg(long)]
+    no_ceilings: bool,
+    /// Port for the bench's own Postgres (pg-restart).
+    #[arg(long, default_value_t = 54331)]
+    private_pg_port: u16,
+}
+
+#[tokio::main]
+async fn main() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let args = Args::parse();
+    let code = match args.command {
+        Cmd::List { file } => match bench::cli::list(file.as_deref()) {
+            Ok(text) => {
+                print!("{text}");
+                0
+            }
+            Err(e) => {
+                eprintln!("bench: {e}");
+                2
+            }
+        },
+        Cmd::Run(r) => {
+            let options = bench::cli::RunOptions {
+                profile: r.profile,
+                scenarios: r.scenarios,
+                file: r.file,
+                set: r.set,
+                scale: r.scale,
+                brokers: r.brokers,
+                database_url: r.database_url,
+                reaper: r.reaper,
+                out: r.out,
+                ceilings: !r.no_ceilings,
+                private_pg_port: r.private_pg_port,
+            };
+            match bench::cli::run(options).await {
+                Ok(summary) => {
+                    println!("{}", summary.markdown);
+                    eprintln!("results: {}", summary.files.join(", "));
+                    if summary.all_passed {
+                        0
+                    } else {
+                        eprintln!("bench: some runs lost or reordered records (see the table)");
+                        1
+                    }
+                }
+                Err(e @ bench::BenchError::Scenario { .. }) => {
+                    eprintln!("bench: {e}");
+                    2
+                }
+                Err(e) => {
+                    let mut msg = e.to_string();
+                    let mut source = std::error::Error::source(&e);
+                    while let Some(s) = source {
+                        msg.push_str(&format!(": {s}"));
+                        source = s.source();
+                    }
+                    eprintln!("bench: {msg}");
+                    1
+                }
+            }
+        }
+    };
+    std::process::exit(code);
+}

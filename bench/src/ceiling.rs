@@ -1,0 +1,233 @@
+//! The machine's own ceilings, measured in the same run as the harvester so results read as
+//! ratios: the noise of a shared machine moves both sides together.
+//!
+//! - **DB-only**: the harvester's own mark and purge statements (same SQL, same batch size) in
+//!   a tight sequential loop over a pre-filled table, no Kafka.
+//! - **Producer-only**: an idempotent producer (the harvester's forced setting) sending records
+//!   of the same size to the same broker, as fast as delivery reports come back.
+//! - **Writers**: the scenario's writers in closed loop, no harvester; `rate_share` scenarios
+//!   run at a share of it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use harvester::outbox::{migrate, Shape, Statements, TableName};
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+use serde::{Deserialize, Serialize};
+use sqlx::{PgPool, Row};
+use tokio_util::sync::CancellationToken;
+use workloads::prefill::{prefill, Backlog};
+use workloads::{Ledger, Mode, WriterConfig, WriterPool};
+
+use crate::BenchError;
+
+/// One measured ceiling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ceiling {
+    pub records: u64,
+    pub seconds: f64,
+    pub per_second: f64,
+}
+
+impl Ceiling {
+    fn new(records: u64, elapsed: Duration) -> Self {
+        let seconds = elapsed.as_secs_f64();
+        Ceiling {
+            records,
+            seconds,
+            per_second: records as f64 / seconds.max(1e-9),
+        }
+    }
+}
+
+async fn scratch_table(pool: &PgPool, schema: &str, name: &str) -> Result<TableName, BenchError> {
+    let table = TableName::parse(&format!("{schema}.{name}")).map_err(BenchError::Run)?;
+    migrate(pool, &table, &table.sibling("_quarantine"), Shape::Native).await?;
+    Ok(table)
+}
+
+/// Mark + purge `rows` pre-filled rows, `batch` per mark, sequentially.
+pub async fn db_mark_purge(
+    pool: &PgPool,
+    schema: &str,
+    rows: u64,
+    batch: usize,
+    value_bytes: usize,
+) -> Result<Ceiling, BenchError> {
+    let table = scratch_table(pool, schema, "ceiling_db").await?;
+    let backlog = Backlog {
+        rows,
+        keys: 1000,
+        value_bytes,
+    };
+    prefill(
+        pool,
+        &table,
+        "ceiling",
+        "ceiling",
+        backlog,
+        &Arc::new(Ledger::new()),
+    )
+    .await?;
+    let statements = Statements::new(&table, &table.sibling("_quarantine"), Shape::Native);
+    let generation = uuid::Uuid::new_v4();
+    let started = Instant::now();
+    let mut done = 0u64;
+    loop {
+        let marked = sqlx::query(&statements.mark)
+            .bind(generation)
+            .bind(batch as i64)
+            .fetch_all(pool)
+            .await
+            .map_err(BenchError::db("run the mark statement"))?;
+        if marked.is_empty() {
+            break;
+        }
+        let ids: Vec<i64> = marked.iter().map(|r| r.get::<i64, _>("id")).collect();
+        let purged = sqlx::query_scalar::<_, i64>(&statements.purge)
+            .bind(&ids)
+            .bind(vec![generation])
+            .fetch_all(pool)
+            .await
+            .map_err(BenchError::db("run the purge statement"))?;
+        done += purged.len() as u64;
+    }
+    Ok(Ceiling::new(done, started.elapsed()))
+}
+
+struct Counting {
+    acked: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+}
+
+impl ClientContext for Counting {}
+
+impl ProducerContext for Counting {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        match result {
+            Ok(_) => self.acked.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.failed.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+}
+
+/// Sends `records` keyed records of `value_bytes` with an idempotent producer and waits for
+/// every delivery report. Runs on a blocking thread.
+pub async fn producer(
+    bootstrap: &str,
+    topic: &str,
+    records: u64,
+    value_bytes: usize,
+    extra: Vec<(String, String)>,
+) -> Result<Ceiling, BenchError> {
+    let (bootstrap, topic) = (bootstrap.to_owned(), topic.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let acked = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(AtomicU64::new(0));
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &bootstrap);
+        for (k, v) in &extra {
+            config.set(k, v);
+        }
+        config.set("enable.idempotence", "true");
+        let producer: BaseProducer<Counting> = config
+            .create_with_context(Counting {
+                acked: Arc::clone(&acked),
+                failed: Arc::clone(&failed),
+            })
+            .map_err(|source| BenchError::Kafka {
+                action: "create the ceiling producer".into(),
+                source,
+            })?;
+        let value = vec![b'v'; value_bytes];
+        let started = Instant::now();
+        for i in 0..records {
+            let key = workloads::key_name((i % 1000) as u32);
+            loop {
+                let record = BaseRecord::to(&topic)
+                    .key(key.as_bytes())
+                    .payload(&value[..]);
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((
+                        rdkafka::error::KafkaError::MessageProduction(
+                            rdkafka::types::RDKafkaErrorCode::QueueFull,
+                        ),
+                        _,
+                    )) => {
+                        producer.poll(Duration::from_millis(1));
+                    }
+                    Err((source, _)) => {
+                        return Err(BenchError::Kafka {
+                            action: "send a ceiling record".into(),
+                            source,
+                        })
+                    }
+                }
+            }
+            producer.poll(Duration::ZERO);
+        }
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while acked.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed) < records {
+            if Instant::now() > deadline {
+                return Err(BenchError::Run(
+                    "the producer ceiling did not finish in 120s".into(),
+                ));
+            }
+            producer.poll(Duration::from_millis(5));
+        }
+        let _ = producer.flush(Duration::from_secs(5));
+        Ok(Ceiling::new(
+            acked.load(Ordering::Relaxed),
+            started.elapsed(),
+        ))
+    })
+    .await
+    .map_err(|e| BenchError::Run(format!("the producer ceiling thread failed: {e}")))?
+}
+
+/// The writers of `config` in closed loop for `duration`, into a scratch table.
+pub async fn writers(
+    pool: &PgPool,
+    schema: &str,
+    config: &WriterConfig,
+    duration: Duration,
+) -> Result<Ceiling, BenchError> {
+    let table = scratch_table(pool, schema, "ceiling_writers").await?;
+    let closed = WriterConfig {
+        mode: Mode::Closed,
+        rollback_ratio: 0.0,
+        max_pre_commit_delay: Duration::ZERO,
+        ..config.clone()
+    };
+    let pool_w = Arc::new(WriterPool::new(
+        closed,
+        pool.clone(),
+        &table,
+        "ceiling",
+        "ceiling",
+        Arc::new(Ledger::new()),
+    )?);
+    let stop = CancellationToken::new();
+    let timer = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(duration).await;
+            stop.cancel();
+        })
+    };
+    let stats = pool_w.run(stop, None).await?;
+    timer.abort();
+    sqlx::query(&format!("TRUNCATE {}", table.quoted()))
+        .execute(pool)
+        .await
+        .map_err(BenchError::db("truncate the writers' scratch table"))?;
+    Ok(Ceiling::new(
+        stats.committed,
+        Duration::from_secs_f64(stats.elapsed_seconds),
+    ))
+}

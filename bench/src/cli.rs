@@ -1,0 +1,309 @@
+//! What the `bench` binary does, as library functions: resolve scenarios, measure the ceilings,
+//! run every scenario, and write JSON lines, plots and the Markdown summary.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use testkit::Broker;
+
+use crate::plot::{line_chart, Series};
+use crate::report::{append_json, markdown, Ceilings, Provenance, RunResult};
+use crate::run::setup::Ground;
+use crate::run::Bench;
+use crate::scenario::ScenarioFile;
+use crate::BenchError;
+
+/// Options of `bench run`.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub profile: String,
+    pub scenarios: Vec<String>,
+    pub file: Option<PathBuf>,
+    pub set: Vec<String>,
+    pub scale: f64,
+    pub brokers: Option<String>,
+    pub database_url: Option<String>,
+    pub reaper: Option<PathBuf>,
+    pub out: PathBuf,
+    pub ceilings: bool,
+    pub private_pg_port: u16,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub markdown: String,
+    pub files: Vec<String>,
+    pub all_passed: bool,
+    pub runs: Vec<RunResult>,
+    pub ceilings: Ceilings,
+}
+
+fn load(file: Option<&Path>) -> Result<ScenarioFile, BenchError> {
+    let builtin = ScenarioFile::builtin();
+    match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(BenchError::io(format!("read {}", path.display())))?;
+            Ok(builtin.merge(ScenarioFile::parse(&text, &path.display().to_string())?))
+        }
+        None => Ok(builtin),
+    }
+}
+
+/// `bench list`.
+pub fn list(file: Option<&Path>) -> Result<String, BenchError> {
+    let f = load(file)?;
+    let mut s = String::from("profiles:\n");
+    for (p, names) in &f.profiles {
+        s.push_str(&format!("  {p}: {}\n", names.join(", ")));
+    }
+    s.push_str("scenarios:\n");
+    for (name, sc) in &f.scenario {
+        s.push_str(&format!("  {name} ({:?}): {}\n", sc.kind, sc.description));
+    }
+    Ok(s)
+}
+
+fn bad(message: impl Into<String>) -> BenchError {
+    BenchError::Scenario {
+        scenario: "command line".into(),
+        message: message.into(),
+    }
+}
+
+/// `bench run`.
+pub async fn run(o: RunOptions) -> Result<Summary, BenchError> {
+    let file = load(o.file.as_deref())?;
+    let names = if o.scenarios.is_empty() {
+        file.profile(&o.profile)?
+    } else {
+        o.scenarios.clone()
+    };
+    for n in &names {
+        if !file.scenario.contains_key(n) {
+            return Err(bad(format!(
+                "unknown scenario {n}; `bench list` shows them"
+            )));
+        }
+    }
+    if !(o.scale > 0.0) {
+        return Err(bad("--scale must be above 0"));
+    }
+    let mut extra = Vec::new();
+    for s in &o.set {
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| bad(format!("--set {s}: use PATH=VALUE")))?;
+        extra.push((k.to_owned(), v.to_owned()));
+    }
+    let broker = match &o.brokers {
+        Some(b) => Broker::external(b),
+        None => Broker::discover()?,
+    };
+    let database_url = o
+        .database_url
+        .clone()
+        .unwrap_or_else(testkit::pg::database_url);
+    let reaper = match &o.reaper {
+        Some(r) => r.clone(),
+        None => std::env::current_exe()
+            .map_err(BenchError::io("find this executable"))?
+            .with_file_name("reaper"),
+    };
+    if !reaper.exists() {
+        return Err(bad(format!(
+            "no reaper binary at {}; build it with `cargo build --release -p harvester --bin reaper` or pass --reaper",
+            reaper.display()
+        )));
+    }
+    std::fs::create_dir_all(&o.out)
+        .map_err(BenchError::io(format!("create {}", o.out.display())))?;
+    let run_id = chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string();
+    let jsonl = o.out.join(format!("{run_id}.jsonl"));
+    let pool = sqlx::PgPool::connect(&database_url)
+        .await
+        .map_err(BenchError::db(format!("connect to {database_url}")))?;
+    let provenance = Provenance::detect(
+        &run_id,
+        &match broker.embedded() {
+            Some(_) => format!("embedded librdkafka mock cluster at {}", broker.bootstrap()),
+            None => format!("external cluster at {}", broker.bootstrap()),
+        },
+        crate::pg::settings(&pool).await?,
+    );
+    pool.close().await;
+    append_json(&jsonl, &serde_json::json!({"provenance": provenance}))?;
+    let bench = Bench {
+        database_url: database_url.clone(),
+        broker,
+        reaper,
+        base: file.base.clone(),
+        extra,
+        private_pg_port: o.private_pg_port,
+    };
+    let batch = effective_mark_batch(&bench);
+    let ceilings = if o.ceilings {
+        measure_ceilings(&bench, o.scale, batch).await?
+    } else {
+        Ceilings {
+            batch,
+            ..Default::default()
+        }
+    };
+    append_json(&jsonl, &serde_json::json!({"ceilings": ceilings}))?;
+    let mut runs = Vec::new();
+    for name in &names {
+        let scenario = file.scenario[name].clone().scaled(o.scale);
+        let variants: Vec<Option<u32>> = if scenario.keys_sweep.is_empty() {
+            vec![None]
+        } else {
+            scenario.keys_sweep.iter().copied().map(Some).collect()
+        };
+        for keys in variants {
+            eprintln!(
+                "== {name}{}",
+                keys.map(|k| format!(" ({k} keys)")).unwrap_or_default()
+            );
+            let result = crate::run::run(&bench, name, &scenario, keys).await?;
+            eprintln!(
+                "   {} committed {}, delivered {}, lost {}, reordered {}, duplicates {}",
+                if result.passed { "ok" } else { "FAILED" },
+                result.committed,
+                result.correctness.delivered,
+                result.correctness.lost,
+                result.correctness.reordered,
+                result.correctness.duplicates
+            );
+            append_json(&jsonl, &result)?;
+            runs.push(result);
+        }
+    }
+    let plots = write_plots(&o.out, &run_id, &runs)?;
+    let md = markdown(&provenance, &ceilings, &runs, &plots);
+    let md_path = o.out.join(format!("{run_id}.md"));
+    std::fs::write(&md_path, &md)
+        .map_err(BenchError::io(format!("write {}", md_path.display())))?;
+    let mut files = vec![jsonl.display().to_string(), md_path.display().to_string()];
+    files.extend(plots.iter().map(|p| p.display().to_string()));
+    Ok(Summary {
+        markdown: md,
+        files,
+        all_passed: runs.iter().all(|r| r.passed),
+        runs,
+        ceilings,
+    })
+}
+
+/// The mark batch the harvester will use: `limits.mark_query_records` from the settings, else
+/// the library default.
+fn effective_mark_batch(bench: &Bench) -> usize {
+    bench
+        .base
+        .settings
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .chain(bench.extra.iter().cloned())
+        .filter(|(k, _)| k == "limits.mark_query_records")
+        .filter_map(|(_, v)| v.trim_matches('"').parse().ok())
+        .last()
+        .unwrap_or_else(|| harvester::config::Limits::default().mark_query_records)
+}
+
+async fn measure_ceilings(bench: &Bench, scale: f64, batch: usize) -> Result<Ceilings, BenchError> {
+    let ground = Ground::new(&bench.database_url, &bench.broker, 8, 8).await?;
+    let rows = ((100_000.0 * scale) as u64).max(5_000);
+    eprintln!("== ceilings: DB-only mark+purge of {rows} rows (batch {batch})");
+    let outcome = async {
+        let db =
+            crate::ceiling::db_mark_purge(&ground.pool, &ground.schema, rows, batch, 200).await?;
+        eprintln!("   {:.0} rows/s", db.per_second);
+        eprintln!("== ceilings: producer-only, {rows} records");
+        let producer = crate::ceiling::producer(
+            bench.broker.bootstrap(),
+            &ground.topic,
+            rows,
+            200,
+            Vec::new(),
+        )
+        .await?;
+        eprintln!("   {:.0} records/s", producer.per_second);
+        eprintln!("== ceilings: writers (4 writers, 10 rows/tx, closed loop, 3s)");
+        let writers = crate::ceiling::writers(
+            &ground.pool,
+            &ground.schema,
+            &workloads::WriterConfig::default(),
+            Duration::from_secs(3),
+        )
+        .await?;
+        eprintln!("   {:.0} records/s", writers.per_second);
+        Ok::<_, BenchError>(Ceilings {
+            db_mark_purge: Some(db),
+            producer: Some(producer),
+            writers: Some(writers),
+            batch,
+        })
+    }
+    .await;
+    ground.drop_schema().await;
+    outcome
+}
+
+fn write_plots(out: &Path, run_id: &str, runs: &[RunResult]) -> Result<Vec<PathBuf>, BenchError> {
+    let mut files = Vec::new();
+    let mut write = |name: String, svg: String| -> Result<(), BenchError> {
+        let path = out.join(name);
+        std::fs::write(&path, svg).map_err(BenchError::io(format!("write {}", path.display())))?;
+        files.push(path);
+        Ok(())
+    };
+    let pct = |r: &RunResult| {
+        r.latency_ms.map(|l| Series {
+            name: r.scenario.clone(),
+            points: vec![
+                (1.0, l.p50),
+                (2.0, l.p90),
+                (3.0, l.p99),
+                (4.0, l.p999),
+                (5.0, l.max),
+            ],
+        })
+    };
+    let latency: Vec<Series> = runs.iter().filter_map(pct).collect();
+    if !latency.is_empty() {
+        write(
+            format!("{run_id}-latency.svg"),
+            line_chart(
+                "Commit-to-receipt latency percentiles (1=p50 2=p90 3=p99 4=p99.9 5=max)",
+                "percentile",
+                "ms",
+                &latency,
+                &[],
+                true,
+            ),
+        )?;
+    }
+    for r in runs {
+        let slug: String = r
+            .scenario
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let series = [Series {
+            name: "received/s".into(),
+            points: r.per_second.clone(),
+        }];
+        write(
+            format!("{run_id}-{slug}-throughput.svg"),
+            line_chart(
+                &format!("{}: first deliveries per second", r.scenario),
+                "seconds since harvesters started",
+                "records/s",
+                &series,
+                &r.events,
+                false,
+            ),
+        )?;
+    }
+    Ok(files)
+}

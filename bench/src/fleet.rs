@@ -1,0 +1,220 @@
+//! The harvesters under test: real `reaper` processes, so scenarios can kill and stall them.
+//!
+//! Each member prints its events as JSON lines (`--events-json`); a sampler thread reads its
+//! CPU time and peak RSS from `/proc` every 200 ms and keeps the last values, so they survive a
+//! `kill -9`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use testkit::process::{Observed, Signal};
+
+use crate::BenchError;
+
+/// CPU and memory of one process, as last sampled.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProcStats {
+    pub cpu_seconds: f64,
+    pub peak_rss_bytes: u64,
+}
+
+/// Linux reports /proc/<pid>/stat times in USER_HZ, which is 100 on every Linux ABI.
+const USER_HZ: f64 = 100.0;
+
+fn read_proc(pid: u32) -> Option<ProcStats> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hwm_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    Some(ProcStats {
+        cpu_seconds: (utime + stime) / USER_HZ,
+        peak_rss_bytes: hwm_kb * 1024,
+    })
+}
+
+/// One reaper process.
+#[derive(Debug)]
+pub struct Member {
+    pub name: String,
+    pub proc: Observed,
+    pub http: SocketAddr,
+    stats: Arc<Mutex<ProcStats>>,
+    sampling: Arc<AtomicBool>,
+}
+
+impl Member {
+    /// Starts `reaper --config <config> --events-json --set ...` and waits for its endpoint.
+    pub fn spawn(
+        name: &str,
+        reaper: &Path,
+        config: &Path,
+        settings: &[(String, String)],
+    ) -> Result<Member, BenchError> {
+        let mut cmd = Command::new(reaper);
+        cmd.arg("--config").arg(config).arg("--events-json");
+        for (k, v) in settings {
+            cmd.arg("--set").arg(format!("{k}={v}"));
+        }
+        cmd.env(
+            "RUST_LOG",
+            std::env::var("BENCH_REAPER_LOG").unwrap_or_else(|_| "warn".into()),
+        );
+        let proc = Observed::spawn(name, cmd)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let http = loop {
+            if let Some(line) = proc.lines_of("http").first() {
+                break line.value["addr"].as_str().and_then(|a| a.parse().ok());
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        .ok_or_else(|| {
+            BenchError::Run(format!(
+                "reaper {name} did not start (see its stderr above)"
+            ))
+        })?;
+        let stats = Arc::new(Mutex::new(ProcStats::default()));
+        let sampling = Arc::new(AtomicBool::new(true));
+        let (pid, s, on) = (proc.pid(), Arc::clone(&stats), Arc::clone(&sampling));
+        std::thread::spawn(move || {
+            while on.load(Ordering::Relaxed) {
+                match read_proc(pid) {
+                    Some(p) => *s.lock() = p,
+                    None => return,
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        Ok(Member {
+            name: name.to_owned(),
+            proc,
+            http,
+            stats,
+            sampling,
+        })
+    }
+
+    /// Whether `/leader` answers 200.
+    pub fn is_leader(&self) -> bool {
+        testkit::http::get(self.http, "/leader").is_ok_and(|(s, _)| s == 200)
+    }
+
+    /// When this member acquired leadership (each time), as read by the bench.
+    pub fn acquired(&self) -> Vec<Instant> {
+        self.proc
+            .lines_of("acquired")
+            .iter()
+            .map(|l| l.at)
+            .collect()
+    }
+
+    pub fn fenced(&self) -> Vec<Instant> {
+        self.proc.lines_of("fenced").iter().map(|l| l.at).collect()
+    }
+
+    /// The `published` count of its last meter event.
+    pub fn last_published(&self) -> u64 {
+        self.proc
+            .lines_of("meter")
+            .last()
+            .and_then(|l| l.value["published"].as_u64())
+            .unwrap_or(0)
+    }
+
+    pub fn stats(&self) -> ProcStats {
+        *self.stats.lock()
+    }
+
+    pub fn signal(&self, signal: Signal) -> Result<(), BenchError> {
+        Ok(self.proc.signal(signal)?)
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.sampling.store(false, Ordering::Relaxed);
+    }
+}
+
+/// The harvesters of one scenario.
+#[derive(Debug)]
+pub struct Fleet {
+    pub members: Vec<Member>,
+    pub config: PathBuf,
+}
+
+impl Fleet {
+    pub fn start(
+        n: usize,
+        reaper: &Path,
+        config: PathBuf,
+        settings: &[(String, String)],
+    ) -> Result<Fleet, BenchError> {
+        let members = (0..n)
+            .map(|i| Member::spawn(&format!("reaper-{i}"), reaper, &config, settings))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Fleet { members, config })
+    }
+
+    /// The first instant any member acquired leadership.
+    pub fn first_acquired(&self) -> Option<Instant> {
+        self.members.iter().flat_map(Member::acquired).min()
+    }
+
+    /// Waits until some member leads; returns its index.
+    pub fn wait_leader(&self, timeout: Duration) -> Result<usize, BenchError> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(i) = self.members.iter().position(Member::is_leader) {
+                return Ok(i);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(BenchError::Run(format!(
+            "no harvester led within {timeout:?}"
+        )))
+    }
+
+    /// SIGTERM everyone still running and wait (bounded) for them to exit.
+    pub fn stop(&mut self) {
+        for m in &self.members {
+            let _ = m.signal(Signal::Cont);
+            let _ = m.signal(Signal::Term);
+        }
+        for m in &mut self.members {
+            let _ = m.proc.wait_exit(Duration::from_secs(20));
+        }
+    }
+
+    /// Sum of CPU seconds and the largest peak RSS over the members.
+    pub fn totals(&self) -> ProcStats {
+        self.members.iter().fold(ProcStats::default(), |acc, m| {
+            let s = m.stats();
+            ProcStats {
+                cpu_seconds: acc.cpu_seconds + s.cpu_seconds,
+                peak_rss_bytes: acc.peak_rss_bytes.max(s.peak_rss_bytes),
+            }
+        })
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.config);
+    }
+}

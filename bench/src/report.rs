@@ -1,0 +1,291 @@
+//! What a run leaves behind: one JSON line per scenario run under `results/`, and a Markdown
+//! summary with the machine, commit, command and settings needed to reproduce it.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{Correctness, Percentiles};
+use crate::ceiling::Ceiling;
+use crate::pg::PgSettings;
+use crate::scenario::Kind;
+use crate::BenchError;
+
+/// A failover, from the fault to the new leader's first publish.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Failover {
+    /// Fault (kill/stop) -> the new leader's `acquired` event.
+    pub fault_to_acquired_ms: f64,
+    /// Last delivery before the new leader acquired -> first delivery after (the publish gap).
+    pub gap_ms: f64,
+    /// Fault -> first delivery after the new leader acquired.
+    pub fault_to_first_publish_ms: f64,
+}
+
+/// One scenario run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub scenario: String,
+    pub kind: Option<Kind>,
+    pub description: String,
+    pub started_at: String,
+    pub committed: u64,
+    pub rolled_back: u64,
+    pub correctness: Correctness,
+    pub passed: bool,
+    pub problems: String,
+    /// Rows still in the outbox when the run ended (a stuck key shows here).
+    pub left_in_outbox: i64,
+    /// Rows moved to the quarantine, with a sample of reasons.
+    pub quarantined: i64,
+    pub quarantine_reasons: Vec<String>,
+    /// Acknowledgements the harvesters counted (their last meter events, summed).
+    pub harvester_acks: u64,
+    /// Records in the topic's log at the end (high minus low watermarks).
+    pub log_records: i64,
+    /// Acknowledgements the broker gave for records that are not in its log (`harvester_acks -
+    /// log_records`, a lower bound: the last meter event may miss the final acks). Loss up to
+    /// this count is the broker's, not the harvester's.
+    pub broker_lost: u64,
+    /// Commit (open loop: intended start) -> receipt.
+    pub latency_ms: Option<Percentiles>,
+    pub latency_from_commit_ms: Option<Percentiles>,
+    pub drain_records_per_s: Option<f64>,
+    pub sustained_records_per_s: Option<f64>,
+    pub write_records_per_s: Option<f64>,
+    pub target_records_per_s: Option<f64>,
+    pub failover: Option<Failover>,
+    pub harvester_cpu_seconds: f64,
+    pub cpu_seconds_per_million: Option<f64>,
+    pub peak_rss_mib: f64,
+    pub wal_bytes_per_record: Option<f64>,
+    pub transactions_per_record: Option<f64>,
+    pub settings: Vec<(String, String)>,
+    /// (seconds since the harvesters started, first deliveries in that second).
+    pub per_second: Vec<(f64, f64)>,
+    /// (label, seconds since the harvesters started).
+    pub events: Vec<(String, f64)>,
+}
+
+/// The same-run ceilings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ceilings {
+    pub db_mark_purge: Option<Ceiling>,
+    pub producer: Option<Ceiling>,
+    pub writers: Option<Ceiling>,
+    pub batch: usize,
+}
+
+impl Ceilings {
+    /// The lower of the DB-only and producer-only ceilings.
+    pub fn lower(&self) -> Option<f64> {
+        match (self.db_mark_purge, self.producer) {
+            (Some(a), Some(b)) => Some(a.per_second.min(b.per_second)),
+            (Some(a), None) | (None, Some(a)) => Some(a.per_second),
+            _ => None,
+        }
+    }
+}
+
+/// Facts about where and how the run happened.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub run_id: String,
+    pub command: String,
+    pub commit: String,
+    pub machine: String,
+    pub postgres: PgSettings,
+    pub broker: String,
+}
+
+impl Provenance {
+    pub fn detect(run_id: &str, broker: &str, postgres: PgSettings) -> Self {
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(crate::workspace_root())
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default()
+        };
+        let dirty = if git(&["status", "--porcelain", "--untracked-files=no"]).is_empty() {
+            ""
+        } else {
+            " (with uncommitted changes)"
+        };
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|c| {
+                c.lines()
+                    .find_map(|l| l.strip_prefix("model name"))
+                    .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+            .unwrap_or_else(|| "unknown cpu".into());
+        let mem_gib = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            })
+            .map_or(0.0, |kb| kb / 1024.0 / 1024.0);
+        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        Provenance {
+            run_id: run_id.to_owned(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            commit: format!("{}{dirty}", git(&["rev-parse", "--short", "HEAD"])),
+            machine: format!("{cores} cores ({cpu}), {mem_gib:.0} GiB"),
+            postgres,
+            broker: broker.to_owned(),
+        }
+    }
+}
+
+/// Appends one JSON line.
+pub fn append_json(path: &Path, value: &impl Serialize) -> Result<(), BenchError> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(BenchError::io(format!("open {}", path.display())))?;
+    let line = serde_json::to_string(value).map_err(|e| BenchError::Run(e.to_string()))?;
+    writeln!(f, "{line}").map_err(BenchError::io(format!("write {}", path.display())))
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// The Markdown summary.
+pub fn markdown(
+    p: &Provenance,
+    ceilings: &Ceilings,
+    runs: &[RunResult],
+    plots: &[PathBuf],
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Benchmark run {}\n", p.run_id);
+    let _ = writeln!(s, "- command: `{}`", p.command);
+    let _ = writeln!(s, "- commit: {}", p.commit);
+    let _ = writeln!(s, "- machine: {}", p.machine);
+    let pg = &p.postgres;
+    let _ = writeln!(
+        s,
+        "- postgres {}: fsync={}, synchronous_commit={}, full_page_writes={}, wal_level={}, shared_buffers={}",
+        pg.version, pg.fsync, pg.synchronous_commit, pg.full_page_writes, pg.wal_level, pg.shared_buffers
+    );
+    let _ = writeln!(s, "- broker: {}", p.broker);
+    if let Some(r) = runs.first() {
+        let shown: Vec<String> = r.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(
+            s,
+            "- harvester: library defaults plus {}; producers idempotent (acks=all), linger librdkafka default unless set",
+            shown.join(", ")
+        );
+    }
+    let _ = writeln!(s, "\n## Ceilings (same run)\n");
+    let _ = writeln!(s, "| ceiling | records | records/s |\n|---|---:|---:|");
+    let row = |s: &mut String, name: &str, c: Option<Ceiling>| {
+        if let Some(c) = c {
+            let _ = writeln!(s, "| {name} | {} | {:.0} |", c.records, c.per_second);
+        }
+    };
+    row(
+        &mut s,
+        &format!("DB-only mark+purge (batch {})", ceilings.batch),
+        ceilings.db_mark_purge,
+    );
+    row(&mut s, "producer-only (idempotent)", ceilings.producer);
+    row(
+        &mut s,
+        "writers (closed loop, no harvester)",
+        ceilings.writers,
+    );
+    let lower = ceilings.lower();
+    let _ = writeln!(s, "\n## Scenarios\n");
+    let _ = writeln!(
+        s,
+        "| scenario | ok | committed | drain rec/s | x lower ceiling | delivered rec/s (written / target) | p50 ms | p90 | p99 | p99.9 | max | lost | reord | dup | failover gap ms | CPU s/M rec | peak RSS MiB | WAL B/rec | tx/rec |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in runs {
+        let l = r.latency_ms;
+        // Only a drain is limited by the harvester alone; a steady run by its writers.
+        let ratio = r.drain_records_per_s.zip(lower).map(|(a, b)| a / b);
+        let sustained = match (
+            r.sustained_records_per_s,
+            r.write_records_per_s,
+            r.target_records_per_s,
+        ) {
+            (Some(a), Some(w), Some(t)) => format!("{a:.0} ({w:.0} / {t:.0})"),
+            (Some(a), Some(w), None) => format!("{a:.0} ({w:.0})"),
+            (Some(a), None, _) => format!("{a:.0}"),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} |",
+            r.scenario,
+            if r.passed { "yes" } else { "**NO**" },
+            r.committed,
+            opt(r.drain_records_per_s, 0),
+            opt(ratio, 2),
+            sustained,
+            opt(l.map(|l| l.p50), 1),
+            opt(l.map(|l| l.p90), 1),
+            opt(l.map(|l| l.p99), 1),
+            opt(l.map(|l| l.p999), 1),
+            opt(l.map(|l| l.max), 1),
+            if r.broker_lost > 0 {
+                format!("{} ({} by broker)", r.correctness.lost, r.broker_lost)
+            } else {
+                r.correctness.lost.to_string()
+            },
+            r.correctness.reordered,
+            r.correctness.duplicates,
+            opt(r.failover.map(|f| f.gap_ms), 0),
+            opt(r.cpu_seconds_per_million, 1),
+            r.peak_rss_mib,
+            opt(r.wal_bytes_per_record, 0),
+            opt(r.transactions_per_record, 2),
+        );
+    }
+    for r in runs.iter().filter(|r| r.failover.is_some()) {
+        let f = r.failover.unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "\n{}: fault -> new leader acquired {:.0} ms; fault -> its first publish {:.0} ms; publish gap {:.0} ms.",
+            r.scenario, f.fault_to_acquired_ms, f.fault_to_first_publish_ms, f.gap_ms
+        );
+    }
+    for r in runs.iter().filter(|r| !r.passed) {
+        let _ = writeln!(
+            s,
+            "\n**{} failed**: {} (rows left in the outbox: {}; quarantined: {} {:?}; harvester acks: {}; records in the log: {})",
+            r.scenario, r.problems, r.left_in_outbox, r.quarantined, r.quarantine_reasons, r.harvester_acks, r.log_records
+        );
+    }
+    if !plots.is_empty() {
+        let _ = writeln!(s, "\n## Plots\n");
+        for p in plots {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let _ = writeln!(s, "- [{name}]({name})");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nLatency is commit -> consumer receipt on one clock (open loop: from the transaction's intended start, coordinated-omission aware). \
+         `x lower ceiling` divides drain throughput by the lower of the DB-only and producer-only ceilings measured in this run. \
+         `lost (n by broker)`: the broker acknowledged n records that are not in its log (the harvester purged only acknowledged rows). \
+         Delivered rec/s counts first deliveries while writers wrote (written = the writers' commit rate, target = the open-loop rate). \
+         WAL and transactions per record include the writers' own."
+    );
+    s
+}

@@ -1,0 +1,288 @@
+//! Scenarios and profiles, from TOML: `bench/scenarios/default.toml` is compiled in, and a
+//! user's file adds or replaces scenarios by name. A profile is a named list of scenarios
+//! (`quick` under about two minutes, `full` with every scenario).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use workloads::WriterConfig;
+
+use crate::BenchError;
+
+/// The compiled-in scenarios.
+pub const DEFAULT_FILE: &str = include_str!("../scenarios/default.toml");
+
+/// What a scenario does to the system under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Drain a pre-filled backlog; no writers.
+    Drain,
+    /// Writers run for `duration`; the harvester keeps up (or not).
+    Steady,
+    /// `kill -9` the leader at `fault_at`.
+    FailoverKill,
+    /// `SIGSTOP` the leader at `fault_at` for `fault_for` (past the session timeout), then
+    /// `SIGCONT`: the zombie must not publish once resumed.
+    FailoverZombie,
+    /// Produce request errors and added round-trip time on an isolated broker cluster from
+    /// `fault_at` for `fault_for`.
+    BrokerFaults,
+    /// A repeatable-read transaction pins xmin for the whole run.
+    XminPinned,
+    /// Drain a backlog while the bench's own Postgres server restarts at `fault_at`.
+    PgRestart,
+}
+
+/// A pre-filled backlog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BacklogSpec {
+    pub rows: u64,
+    pub keys: u32,
+    #[serde(default = "default_value_bytes")]
+    pub value_bytes: usize,
+}
+
+fn default_value_bytes() -> usize {
+    200
+}
+
+fn default_partitions() -> i32 {
+    8
+}
+
+fn default_harvesters() -> usize {
+    1
+}
+
+fn default_duration() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_fault_rtt() -> Duration {
+    Duration::from_millis(20)
+}
+
+fn default_fault_errors() -> Vec<String> {
+    vec!["NOT_LEADER_FOR_PARTITION".into()]
+}
+
+fn default_drain_timeout() -> Duration {
+    Duration::from_secs(120)
+}
+
+/// One scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub kind: Kind,
+    #[serde(default)]
+    pub description: String,
+    /// Partitions of the data topic. Default 8.
+    #[serde(default = "default_partitions")]
+    pub partitions: i32,
+    /// Reaper processes (one leads). Default 1; failover scenarios need 2.
+    #[serde(default = "default_harvesters")]
+    pub harvesters: usize,
+    #[serde(default)]
+    pub backlog: Option<BacklogSpec>,
+    #[serde(default)]
+    pub writers: Option<WriterConfig>,
+    /// Open loop at this share of the writers' capacity measured in the same run.
+    #[serde(default)]
+    pub rate_share: Option<f64>,
+    /// How long writers write. Default 10s.
+    #[serde(default = "default_duration", with = "humantime_serde")]
+    pub duration: Duration,
+    /// Run once per key count (hot keys), overriding the writers' key distribution with
+    /// uniform over that many keys.
+    #[serde(default)]
+    pub keys_sweep: Vec<u32>,
+    /// Harvester settings for this scenario (`limits.max_in_flight_records = 5000`), on top of
+    /// the file's `[base.settings]`.
+    #[serde(default)]
+    pub settings: BTreeMap<String, toml::Value>,
+    #[serde(default, with = "humantime_serde")]
+    pub fault_at: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub fault_for: Option<Duration>,
+    /// broker_faults: round-trip time added to every broker. Default 20ms.
+    #[serde(default = "default_fault_rtt", with = "humantime_serde")]
+    pub fault_rtt: Duration,
+    /// broker_faults: the error stacked on Produce requests every 100 ms (Kafka error names).
+    /// Default `["NOT_LEADER_FOR_PARTITION"]`; empty for RTT only.
+    #[serde(default = "default_fault_errors")]
+    pub fault_errors: Vec<String>,
+    /// After writing stops, how long to wait for every record. Default 120s.
+    #[serde(default = "default_drain_timeout", with = "humantime_serde")]
+    pub drain_timeout: Duration,
+}
+
+/// Settings every scenario starts from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Base {
+    #[serde(default)]
+    pub settings: BTreeMap<String, toml::Value>,
+}
+
+/// A scenario file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    #[serde(default)]
+    pub base: Base,
+    #[serde(default)]
+    pub profiles: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub scenario: BTreeMap<String, Scenario>,
+}
+
+impl ScenarioFile {
+    pub fn parse(text: &str, origin: &str) -> Result<Self, BenchError> {
+        let file: ScenarioFile = toml::from_str(text).map_err(|e| BenchError::Scenario {
+            scenario: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        for (name, s) in &file.scenario {
+            s.validate(name)?;
+        }
+        for (profile, names) in &file.profiles {
+            for n in names {
+                if !file.scenario.contains_key(n) {
+                    return Err(BenchError::Scenario {
+                        scenario: format!("profile {profile}"),
+                        message: format!("names unknown scenario {n}"),
+                    });
+                }
+            }
+        }
+        Ok(file)
+    }
+
+    /// The compiled-in file.
+    pub fn builtin() -> Self {
+        Self::parse(DEFAULT_FILE, "bench/scenarios/default.toml")
+            .expect("the default scenarios parse")
+    }
+
+    /// `other`'s base settings, profiles and scenarios replace ours by name.
+    pub fn merge(mut self, other: ScenarioFile) -> Self {
+        self.base.settings.extend(other.base.settings);
+        self.profiles.extend(other.profiles);
+        self.scenario.extend(other.scenario);
+        self
+    }
+
+    /// Scenario names of `profile`.
+    pub fn profile(&self, profile: &str) -> Result<Vec<String>, BenchError> {
+        self.profiles
+            .get(profile)
+            .cloned()
+            .ok_or_else(|| BenchError::Scenario {
+                scenario: format!("profile {profile}"),
+                message: format!(
+                    "no such profile; known: {}",
+                    self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            })
+    }
+}
+
+impl Scenario {
+    pub fn validate(&self, name: &str) -> Result<(), BenchError> {
+        let bad = |message: &str| {
+            Err(BenchError::Scenario {
+                scenario: name.to_owned(),
+                message: message.to_owned(),
+            })
+        };
+        let needs_backlog = matches!(self.kind, Kind::Drain | Kind::PgRestart);
+        if needs_backlog && self.backlog.is_none() {
+            return bad("needs a backlog (rows, keys)");
+        }
+        if !needs_backlog && self.writers.is_none() {
+            return bad("needs writers");
+        }
+        if matches!(self.kind, Kind::FailoverKill | Kind::FailoverZombie) && self.harvesters < 2 {
+            return bad("failover needs at least 2 harvesters");
+        }
+        if matches!(
+            self.kind,
+            Kind::FailoverKill | Kind::FailoverZombie | Kind::BrokerFaults | Kind::PgRestart
+        ) && self.fault_at.is_none()
+        {
+            return bad("needs fault_at");
+        }
+        if let Some(w) = &self.writers {
+            w.validate().map_err(|e| BenchError::Scenario {
+                scenario: name.to_owned(),
+                message: e.to_string(),
+            })?;
+        }
+        if self.rate_share.is_some_and(|s| !(s > 0.0 && s <= 1.0)) {
+            return bad("rate_share must be in (0, 1]");
+        }
+        Ok(())
+    }
+
+    /// Shrinks (or grows) sizes and durations by `factor`, keeping them usable.
+    pub fn scaled(mut self, factor: f64) -> Self {
+        if (factor - 1.0).abs() < f64::EPSILON {
+            return self;
+        }
+        let scale_d = |d: Duration, min: Duration| d.mul_f64(factor).max(min);
+        self.duration = scale_d(self.duration, Duration::from_secs(2));
+        if let Some(b) = self.backlog.as_mut() {
+            b.rows = ((b.rows as f64 * factor) as u64).max(1000);
+        }
+        // Fault timing stays: a failover needs the session timeout whatever the size.
+        self
+    }
+
+    /// Harvester `--set` pairs: base, then the scenario's.
+    pub fn settings(&self, base: &Base) -> Vec<(String, String)> {
+        let render = |v: &toml::Value| match v {
+            toml::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let mut merged = base.settings.clone();
+        merged.extend(self.settings.clone());
+        merged.iter().map(|(k, v)| (k.clone(), render(v))).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_file_parses_and_has_every_kind() {
+        let f = ScenarioFile::builtin();
+        let kinds: std::collections::BTreeSet<String> = f
+            .scenario
+            .values()
+            .map(|s| format!("{:?}", s.kind))
+            .collect();
+        assert_eq!(kinds.len(), 7, "{kinds:?}");
+        assert!(f.profile("quick").is_ok() && f.profile("full").is_ok());
+        assert_eq!(f.profile("full").unwrap().len(), f.scenario.len());
+    }
+
+    #[test]
+    fn invalid_scenarios_are_refused_with_their_name() {
+        let e = ScenarioFile::parse("[scenario.x]\nkind = \"drain\"\n", "t").unwrap_err();
+        assert!(
+            e.to_string().contains("scenario x") && e.to_string().contains("backlog"),
+            "{e}"
+        );
+        let e = ScenarioFile::parse(
+            "[scenario.y]\nkind = \"failover_kill\"\nwriters = {}\nfault_at = \"1s\"\n",
+            "t",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("2 harvesters"), "{e}");
+    }
+}
