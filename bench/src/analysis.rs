@@ -174,6 +174,22 @@ pub fn failover_gap(receipts: &[Receipt], acquired: Instant) -> Option<(Instant,
     Some((before, after))
 }
 
+/// The longest pause between consecutive deliveries after `from` (a stall caused by a fault).
+pub fn longest_pause_after(receipts: &[Receipt], from: Instant) -> Option<std::time::Duration> {
+    let mut times: Vec<Instant> = receipts
+        .iter()
+        .map(|r| r.at)
+        .filter(|at| *at >= from)
+        .collect();
+    times.sort_unstable();
+    let first_gap = times.first().map(|t| t.saturating_duration_since(from));
+    times
+        .windows(2)
+        .map(|w| w[1].saturating_duration_since(w[0]))
+        .chain(first_gap)
+        .max()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +236,9 @@ mod tests {
         assert_eq!(a.per_second, vec![(0.0, 2.0)]);
         let (before, after) = failover_gap(&receipts, ms(100)).unwrap();
         assert_eq!((before, after), (ms(21), ms(1500)));
+        assert_eq!(
+            longest_pause_after(&receipts, ms(15)),
+            Some(Duration::from_millis(1479))
+        );
     }
 }

@@ -57,6 +57,8 @@ pub struct RunResult {
     pub write_records_per_s: Option<f64>,
     pub target_records_per_s: Option<f64>,
     pub failover: Option<Failover>,
+    /// Broker faults, Postgres restart: the longest pause in deliveries from the fault on.
+    pub stall_ms: Option<f64>,
     pub harvester_cpu_seconds: f64,
     pub cpu_seconds_per_million: Option<f64>,
     pub peak_rss_mib: f64,
@@ -209,7 +211,7 @@ pub fn markdown(
     let _ = writeln!(s, "\n## Scenarios\n");
     let _ = writeln!(
         s,
-        "| scenario | ok | committed | drain rec/s | x lower ceiling | delivered rec/s (written / target) | p50 ms | p90 | p99 | p99.9 | max | lost | reord | dup | failover gap ms | CPU s/M rec | peak RSS MiB | WAL B/rec | tx/rec |"
+        "| scenario | ok | committed | drain rec/s | x lower ceiling | delivered rec/s (written / target) | p50 ms | p90 | p99 | p99.9 | max | lost | reord | dup | failover gap / stall ms | CPU s/M rec | peak RSS MiB | WAL B/rec | tx/rec |"
     );
     let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in runs {
@@ -247,7 +249,7 @@ pub fn markdown(
             },
             r.correctness.reordered,
             r.correctness.duplicates,
-            opt(r.failover.map(|f| f.gap_ms), 0),
+            opt(r.failover.map(|f| f.gap_ms).or(r.stall_ms), 0),
             opt(r.cpu_seconds_per_million, 1),
             r.peak_rss_mib,
             opt(r.wal_bytes_per_record, 0),

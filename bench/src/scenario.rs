@@ -234,11 +234,16 @@ impl Scenario {
             return self;
         }
         let scale_d = |d: Duration, min: Duration| d.mul_f64(factor).max(min);
-        self.duration = scale_d(self.duration, Duration::from_secs(2));
+        // Faults keep their timing (a failover needs the session timeout whatever the size),
+        // so writers go on until the fault is over and a little after.
+        let fault_end = self.fault_at.unwrap_or_default() + self.fault_for.unwrap_or_default();
+        self.duration = scale_d(
+            self.duration,
+            Duration::from_secs(2).max(fault_end + Duration::from_secs(2)),
+        );
         if let Some(b) = self.backlog.as_mut() {
             b.rows = ((b.rows as f64 * factor) as u64).max(1000);
         }
-        // Fault timing stays: a failover needs the session timeout whatever the size.
         self
     }
 

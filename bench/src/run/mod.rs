@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use workloads::prefill::{prefill, Backlog};
 use workloads::{KeyDist, Ledger, Mode, WriterPool};
 
-use crate::analysis::{analyse, failover_gap};
+use crate::analysis::{analyse, failover_gap, longest_pause_after};
 use crate::fleet::Fleet;
 use crate::pg::{self, PrivateCluster};
 use crate::receipts::Receiver;
@@ -188,6 +188,7 @@ async fn run_on(
     tokio::task::block_in_place(|| fleet.wait_leader(Duration::from_secs(60)))?;
     let mut events: Vec<Event> = vec![("leader".into(), fleet.first_acquired().unwrap_or(t0))];
     let mut faulted: Option<(usize, Instant)> = None;
+    let mut disturbed: Option<Instant> = None;
 
     let (mut committed, mut rolled_back, mut window) = (ledger.len() as u64, 0, None);
     if let Some(pool) = writer_pool {
@@ -215,6 +216,7 @@ async fn run_on(
             }
             Kind::BrokerFaults => {
                 until(fault_at).await;
+                disturbed = Some(Instant::now());
                 events.extend(
                     faults::broker_faults(
                         broker,
@@ -238,7 +240,13 @@ async fn run_on(
         rolled_back = stats.rolled_back;
         window = Some((ws, we, stats.rate()));
     } else if let (Kind::PgRestart, Some(cluster)) = (scenario.kind, cluster) {
-        until(t0 + scenario.fault_at.unwrap_or_default()).await;
+        // Mid-drain: at fault_at, or once a third of the backlog arrived, whichever is first.
+        let at = t0 + scenario.fault_at.unwrap_or_default();
+        let third = scenario.backlog.map_or(0, |b| b.rows / 3);
+        while Instant::now() < at && receiver.unique() < third {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        disturbed = Some(Instant::now());
         events.extend(faults::restart_postgres(cluster).await?);
     }
 
@@ -355,6 +363,9 @@ async fn run_on(
         write_records_per_s: write_rate,
         target_records_per_s: target,
         failover,
+        stall_ms: disturbed
+            .and_then(|at| longest_pause_after(&receipts, at))
+            .map(|d| d.as_secs_f64() * 1000.0),
         harvester_cpu_seconds: procs.cpu_seconds,
         cpu_seconds_per_million: Some(procs.cpu_seconds / delivered * 1e6),
         peak_rss_mib: procs.peak_rss_bytes as f64 / 1024.0 / 1024.0,
