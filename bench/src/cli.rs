@@ -72,22 +72,18 @@ fn bad(message: impl Into<String>) -> BenchError {
     }
 }
 
-/// `bench run`.
-pub async fn run(o: RunOptions) -> Result<Summary, BenchError> {
+/// Everything a command needs before running scenarios.
+struct Prepared {
+    file: ScenarioFile,
+    bench: Bench,
+    provenance: Provenance,
+    run_id: String,
+    jsonl: PathBuf,
+}
+
+async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
     let file = load(o.file.as_deref())?;
-    let names = if o.scenarios.is_empty() {
-        file.profile(&o.profile)?
-    } else {
-        o.scenarios.clone()
-    };
-    for n in &names {
-        if !file.scenario.contains_key(n) {
-            return Err(bad(format!(
-                "unknown scenario {n}; `bench list` shows them"
-            )));
-        }
-    }
-    if !(o.scale > 0.0) {
+    if !o.scale.is_finite() || o.scale <= 0.0 {
         return Err(bad("--scale must be above 0"));
     }
     let mut extra = Vec::new();
@@ -135,13 +131,43 @@ pub async fn run(o: RunOptions) -> Result<Summary, BenchError> {
     pool.close().await;
     append_json(&jsonl, &serde_json::json!({"provenance": provenance}))?;
     let bench = Bench {
-        database_url: database_url.clone(),
+        database_url,
         broker,
         reaper,
         base: file.base.clone(),
         extra,
         private_pg_port: o.private_pg_port,
     };
+    Ok(Prepared {
+        file,
+        bench,
+        provenance,
+        run_id,
+        jsonl,
+    })
+}
+
+/// `bench run`.
+pub async fn run(o: RunOptions) -> Result<Summary, BenchError> {
+    let Prepared {
+        file,
+        bench,
+        provenance,
+        run_id,
+        jsonl,
+    } = prepare(&o).await?;
+    let names = if o.scenarios.is_empty() {
+        file.profile(&o.profile)?
+    } else {
+        o.scenarios.clone()
+    };
+    for n in &names {
+        if !file.scenario.contains_key(n) {
+            return Err(bad(format!(
+                "unknown scenario {n}; `bench list` shows them"
+            )));
+        }
+    }
     let batch = effective_mark_batch(&bench);
     let ceilings = if o.ceilings {
         measure_ceilings(&bench, o.scale, batch).await?
@@ -195,6 +221,127 @@ pub async fn run(o: RunOptions) -> Result<Summary, BenchError> {
     })
 }
 
+/// Options of `bench tune` (on top of the run options: the scenario, scale, out, ...).
+#[derive(Debug, Clone)]
+pub struct TuneOptions {
+    pub run: RunOptions,
+    /// The scenario to sweep (default `tune`).
+    pub scenario: String,
+    /// `path=v1,v2,...`; empty for the default sweeps.
+    pub sweeps: Vec<String>,
+    pub quick: bool,
+    pub p99_budget_ms: f64,
+}
+
+/// What a sweep produced.
+#[derive(Debug, Clone)]
+pub struct TuneSummary {
+    pub markdown: String,
+    pub files: Vec<String>,
+    pub points: Vec<crate::tune::Point>,
+    pub recommendations: Vec<crate::tune::Recommendation>,
+}
+
+/// `bench tune`.
+pub async fn tune(o: TuneOptions) -> Result<TuneSummary, BenchError> {
+    let Prepared {
+        file,
+        bench,
+        provenance,
+        run_id,
+        jsonl,
+    } = prepare(&o.run).await?;
+    let scenario = file
+        .scenario
+        .get(&o.scenario)
+        .ok_or_else(|| {
+            bad(format!(
+                "unknown scenario {}; `bench list` shows them",
+                o.scenario
+            ))
+        })?
+        .clone()
+        .scaled(o.run.scale);
+    let dimensions = if o.sweeps.is_empty() {
+        crate::tune::default_dimensions(o.quick)
+    } else {
+        o.sweeps
+            .iter()
+            .map(|s| crate::tune::Dimension::parse(s))
+            .collect::<Result<_, _>>()?
+    };
+    let points = crate::tune::sweep(&bench, &o.scenario, &scenario, &dimensions).await?;
+    for p in &points {
+        append_json(&jsonl, p)?;
+    }
+    let recommendations = crate::tune::recommend(&points, o.p99_budget_ms);
+    let mut files = vec![jsonl.display().to_string()];
+    for dim in &dimensions {
+        let mine: Vec<&crate::tune::Point> = points.iter().filter(|p| p.path == dim.path).collect();
+        let x = |i: usize, p: &crate::tune::Point| p.value.parse::<f64>().unwrap_or(i as f64);
+        let slug: String = dim
+            .path
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        for (metric, unit, log, pick) in [
+            (
+                "delivered",
+                "records/s",
+                false,
+                &(|p: &crate::tune::Point| Some(p.delivered_per_s))
+                    as &dyn Fn(&crate::tune::Point) -> Option<f64>,
+            ),
+            ("p99 latency", "ms", true, &|p: &crate::tune::Point| {
+                p.p99_ms
+            }),
+        ] {
+            let series = [Series {
+                name: metric.to_owned(),
+                points: mine
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, p)| Some((x(i, p), pick(p)?)))
+                    .collect(),
+            }];
+            let path = o.run.out.join(format!(
+                "{run_id}-tune-{slug}-{}.svg",
+                if log { "p99" } else { "throughput" }
+            ));
+            let svg = line_chart(
+                &format!("{}: {metric} by {}", o.scenario, dim.path),
+                &dim.path,
+                unit,
+                &series,
+                &[],
+                log,
+            );
+            std::fs::write(&path, svg)
+                .map_err(BenchError::io(format!("write {}", path.display())))?;
+            files.push(path.display().to_string());
+        }
+    }
+    let mut md = format!(
+        "# Tuning sweep {run_id}\n\n- command: `{}`\n- commit: {}\n- machine: {}\n- scenario: {} ({})\n\n",
+        provenance.command, provenance.commit, provenance.machine, o.scenario, scenario.description
+    );
+    md.push_str(&crate::tune::markdown(
+        &points,
+        &recommendations,
+        o.p99_budget_ms,
+    ));
+    let md_path = o.run.out.join(format!("{run_id}-tune.md"));
+    std::fs::write(&md_path, &md)
+        .map_err(BenchError::io(format!("write {}", md_path.display())))?;
+    files.insert(1, md_path.display().to_string());
+    Ok(TuneSummary {
+        markdown: md,
+        files,
+        points,
+        recommendations,
+    })
+}
+
 /// The mark batch the harvester will use: `limits.mark_query_records` from the settings, else
 /// the library default.
 fn effective_mark_batch(bench: &Bench) -> usize {
@@ -206,7 +353,7 @@ fn effective_mark_batch(bench: &Bench) -> usize {
         .chain(bench.extra.iter().cloned())
         .filter(|(k, _)| k == "limits.mark_query_records")
         .filter_map(|(_, v)| v.trim_matches('"').parse().ok())
-        .last()
+        .next_back()
         .unwrap_or_else(|| harvester::config::Limits::default().mark_query_records)
 }
 

@@ -16,6 +16,8 @@
 //! - [`run`]: one scenario, end to end: schema, topic, pre-fill, harvesters, writers, faults,
 //!   drain, then [`analysis`] (verifier, hdrhistogram percentiles, throughput, failover gap).
 //! - [`report`] and [`plot`]: JSON lines, a Markdown summary, SVG plots under `results/`.
+//! - [`tune`]: sweeps of one setting at a time over the same scenario, and the knee (highest
+//!   throughput within a p99 budget) as a recommendation.
 //! - [`pg`]: Postgres statistics (WAL bytes, transactions, durability settings) and the bench's
 //!   own private cluster for the `pg-restart` scenario (the shared server is never restarted).
 
@@ -24,12 +26,14 @@ pub mod ceiling;
 pub mod cli;
 mod error;
 pub mod fleet;
+pub mod hotpaths;
 pub mod pg;
 pub mod plot;
 pub mod receipts;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod tune;
 
 pub use error::BenchError;
 

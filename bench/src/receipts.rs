@@ -46,13 +46,16 @@ pub fn log_records(bootstrap: &str, topic: &str, partitions: i32) -> Result<i64,
     Ok(total)
 }
 
+/// What the consumer thread hands back: receipts in arrival order, and records of other runs.
+type Collected = Result<(Vec<Receipt>, u64), BenchError>;
+
 /// A running consumer.
 #[derive(Debug)]
 pub struct Receiver {
     stop: Arc<AtomicBool>,
     unique: Arc<AtomicU64>,
     received: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<Result<(Vec<Receipt>, u64), BenchError>>>,
+    thread: Option<std::thread::JoinHandle<Collected>>,
 }
 
 impl Receiver {

@@ -13,7 +13,7 @@ pub enum WorkloadError {
     Harvester {
         action: String,
         #[source]
-        source: harvester::Error,
+        source: Box<harvester::Error>,
     },
     #[error("invalid workload: {0}")]
     Invalid(String),

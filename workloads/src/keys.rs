@@ -30,7 +30,9 @@ impl KeyDist {
             KeyDist::Uniform { n: 0 } | KeyDist::Zipf { n: 0, .. } => {
                 Err("keys: n must be at least 1".into())
             }
-            KeyDist::Zipf { s, .. } if !(*s > 0.0) => Err("keys: zipf s must be above 0".into()),
+            KeyDist::Zipf { s, .. } if !s.is_finite() || *s <= 0.0 => {
+                Err("keys: zipf s must be above 0".into())
+            }
             _ => Ok(()),
         }
     }

@@ -80,7 +80,7 @@ impl WriterConfig {
             problems.push("rollback_ratio must be in [0, 1)".to_owned());
         }
         if let Mode::Open { rate } = self.mode {
-            if !(rate > 0.0) {
+            if !rate.is_finite() || rate <= 0.0 {
                 problems.push("mode.rate must be above 0 records/s".to_owned());
             }
         }
@@ -281,7 +281,7 @@ impl WriterPool {
                 .await
                 .map_err(|source| WorkloadError::Harvester {
                     action: "stash records".into(),
-                    source,
+                    source: Box::new(source),
                 })?;
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;

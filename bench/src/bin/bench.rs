@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! bench run [--profile quick|full] [--scenario NAME]... [--file my.toml] [--set k=v]...
+//! bench tune [--workload tune] [--sweep PATH=V1,V2,...]... [--p99-budget 500ms] [--quick]
 //! bench list
 //! ```
 //! Exit codes: 0 every run verified, 1 a run lost or reordered records (or failed), 2 bad input.
@@ -23,6 +24,9 @@ struct Args {
 enum Cmd {
     /// Run a profile or named scenarios.
     Run(RunArgs),
+    /// Sweep settings (MaxInFlightRecords, shards, mark batch, linger) over one scenario and
+    /// recommend the knee within a p99 budget.
+    Tune(TuneArgs),
     /// List profiles and scenarios.
     List {
         /// Extra scenario file (adds or replaces by name).
@@ -68,6 +72,55 @@ struct RunArgs {
     private_pg_port: u16,
 }
 
+#[derive(Debug, clap::Args)]
+struct TuneArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// The scenario to sweep.
+    #[arg(long = "workload", default_value = "tune")]
+    workload: String,
+    /// A sweep `PATH=V1,V2,...` (repeatable); default: in-flight, shards, mark batch, linger.
+    #[arg(long = "sweep")]
+    sweeps: Vec<String>,
+    /// Fewer values per default sweep.
+    #[arg(long)]
+    quick: bool,
+    /// The p99 commit-to-receipt latency budget.
+    #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
+    p99_budget: std::time::Duration,
+}
+
+fn run_options(r: RunArgs) -> bench::cli::RunOptions {
+    bench::cli::RunOptions {
+        profile: r.profile,
+        scenarios: r.scenarios,
+        file: r.file,
+        set: r.set,
+        scale: r.scale,
+        brokers: r.brokers,
+        database_url: r.database_url,
+        reaper: r.reaper,
+        out: r.out,
+        ceilings: !r.no_ceilings,
+        private_pg_port: r.private_pg_port,
+    }
+}
+
+fn report_error(e: &bench::BenchError) -> i32 {
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        msg.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    eprintln!("bench: {msg}");
+    if matches!(e, bench::BenchError::Scenario { .. }) {
+        2
+    } else {
+        1
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let _ = tracing_subscriber::fmt()
@@ -89,45 +142,39 @@ async fn main() {
                 2
             }
         },
-        Cmd::Run(r) => {
-            let options = bench::cli::RunOptions {
-                profile: r.profile,
-                scenarios: r.scenarios,
-                file: r.file,
-                set: r.set,
-                scale: r.scale,
-                brokers: r.brokers,
-                database_url: r.database_url,
-                reaper: r.reaper,
-                out: r.out,
-                ceilings: !r.no_ceilings,
-                private_pg_port: r.private_pg_port,
+        Cmd::Run(r) => match bench::cli::run(run_options(r)).await {
+            Ok(summary) => {
+                println!("{}", summary.markdown);
+                eprintln!("results: {}", summary.files.join(", "));
+                if summary.all_passed {
+                    0
+                } else {
+                    eprintln!("bench: some runs lost or reordered records (see the table)");
+                    1
+                }
+            }
+            Err(e) => report_error(&e),
+        },
+        Cmd::Tune(t) => {
+            let options = bench::cli::TuneOptions {
+                run: run_options(t.run),
+                scenario: t.workload,
+                sweeps: t.sweeps,
+                quick: t.quick,
+                p99_budget_ms: t.p99_budget.as_secs_f64() * 1000.0,
             };
-            match bench::cli::run(options).await {
+            match bench::cli::tune(options).await {
                 Ok(summary) => {
                     println!("{}", summary.markdown);
                     eprintln!("results: {}", summary.files.join(", "));
-                    if summary.all_passed {
+                    if summary.points.iter().all(|p| p.passed) {
                         0
                     } else {
-                        eprintln!("bench: some runs lost or reordered records (see the table)");
+                        eprintln!("bench: some sweep points lost or reordered records");
                         1
                     }
                 }
-                Err(e @ bench::BenchError::Scenario { .. }) => {
-                    eprintln!("bench: {e}");
-                    2
-                }
-                Err(e) => {
-                    let mut msg = e.to_string();
-                    let mut source = std::error::Error::source(&e);
-                    while let Some(s) = source {
-                        msg.push_str(&format!(": {s}"));
-                        source = s.source();
-                    }
-                    eprintln!("bench: {msg}");
-                    1
-                }
+                Err(e) => report_error(&e),
             }
         }
     };

@@ -89,8 +89,10 @@ fn producer_delivery_timeout_defaults_below_the_session_and_larger_is_refused() 
     let c = Config::default();
     let pc = c.producer_client_config().unwrap();
     assert_eq!(pc.get("delivery.timeout.ms"), Some("10000"));
-    let mut c = Config::default();
-    c.producer_kafka = KafkaConfig::empty().set("delivery.timeout.ms", "15000");
+    let mut c = Config {
+        producer_kafka: KafkaConfig::empty().set("delivery.timeout.ms", "15000"),
+        ..Default::default()
+    };
     let p = c.problems();
     assert!(
         p.iter()

@@ -58,6 +58,7 @@ use crate::config::Limits;
 use crate::election::Elector;
 use crate::outbox::{Shape, Statements};
 use crate::Result;
+pub use producer::message_headers;
 pub(crate) use producer::ShardProducer;
 
 /// Messages from the marker and shards to the purger.

@@ -61,6 +61,18 @@ impl ProducerContext for BridgeContext {
     }
 }
 
+/// The Kafka headers of a record (the per-record conversion on the publish path).
+pub fn message_headers(record: &OutboxRecord) -> OwnedHeaders {
+    let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+    for (k, v) in &record.headers {
+        headers = headers.insert(Header {
+            key: k,
+            value: Some(v),
+        });
+    }
+    headers
+}
+
 /// A shard's producer and the receiving end of its delivery reports.
 pub struct ShardProducer {
     pub shard: usize,
@@ -110,13 +122,7 @@ impl ShardProducer {
 
     /// Enqueues one record.
     pub fn send(&self, epoch: u64, record: &OutboxRecord) -> Result<(), SendError> {
-        let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
-        for (k, v) in &record.headers {
-            headers = headers.insert(Header {
-                key: k,
-                value: Some(v),
-            });
-        }
+        let headers = message_headers(record);
         let mut base: BaseRecord<'_, [u8], [u8], Box<Tag>> = BaseRecord::with_opaque_to(
             &record.topic,
             Box::new(Tag {

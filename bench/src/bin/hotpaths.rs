@@ -1,0 +1,23 @@
+//! `hotpaths WORKLOAD N`: runs one hot-path workload N times (for callgrind; see
+//! `scripts/gate.sh`). Prints the workload's checksum so the work cannot be optimised away.
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let (Some(name), Some(n)) = (args.next(), args.next().and_then(|n| n.parse().ok())) else {
+        eprintln!(
+            "usage: hotpaths WORKLOAD N   (workloads: {})",
+            bench::hotpaths::WORKLOADS.join(", ")
+        );
+        std::process::exit(2);
+    };
+    match bench::hotpaths::run(&name, n) {
+        Some(sum) => println!("{name} {n} {sum}"),
+        None => {
+            eprintln!(
+                "unknown workload {name}; known: {}",
+                bench::hotpaths::WORKLOADS.join(", ")
+            );
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! Tuning sweeps: one setting at a time over a list of values, each point a full verified run
+//! of the same scenario, then a recommendation.
+//!
+//! The recommendation is the knee the user asks for: among points that verified and kept p99
+//! commit-to-receipt latency within the budget, the highest delivered throughput; ties (within
+//! 5%, the noise of this kind of machine) go to the lower p99. When no point meets the budget,
+//! it says so and names the point with the lowest p99 instead.
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::RunResult;
+use crate::run::Bench;
+use crate::scenario::Scenario;
+use crate::BenchError;
+
+/// One setting and the values to try.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dimension {
+    /// A harvester config path, e.g. `limits.max_in_flight_records`.
+    pub path: String,
+    pub values: Vec<String>,
+}
+
+impl Dimension {
+    /// `path=v1,v2,...`.
+    pub fn parse(s: &str) -> Result<Dimension, BenchError> {
+        let bad = |m: &str| BenchError::Scenario {
+            scenario: format!("--sweep {s}"),
+            message: m.to_owned(),
+        };
+        let (path, values) = s.split_once('=').ok_or_else(|| bad("use PATH=V1,V2,..."))?;
+        let values: Vec<String> = values
+            .split(',')
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .collect();
+        if values.is_empty() {
+            return Err(bad("needs at least one value"));
+        }
+        Ok(Dimension {
+            path: path.trim().to_owned(),
+            values,
+        })
+    }
+}
+
+/// The default sweeps: MaxInFlightRecords, shards, mark batch, linger.
+pub fn default_dimensions(quick: bool) -> Vec<Dimension> {
+    let d = |path: &str, full: &[&str], short: &[&str]| Dimension {
+        path: path.to_owned(),
+        values: (if quick { short } else { full })
+            .iter()
+            .map(|v| (*v).to_owned())
+            .collect(),
+    };
+    vec![
+        d(
+            "limits.max_in_flight_records",
+            &["100", "500", "1000", "5000", "20000", "50000"],
+            &["100", "1000", "10000"],
+        ),
+        d(
+            "limits.send_concurrency",
+            &["1", "2", "4", "8", "16"],
+            &["1", "8"],
+        ),
+        d(
+            "limits.mark_query_records",
+            &["10", "50", "100", "500", "1000"],
+            &["10", "100", "1000"],
+        ),
+        d(
+            "producer_kafka.linger.ms",
+            &["0", "1", "5", "20"],
+            &["0", "5"],
+        ),
+    ]
+}
+
+/// One measured point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    pub path: String,
+    pub value: String,
+    pub passed: bool,
+    pub delivered_per_s: f64,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub cpu_seconds_per_million: Option<f64>,
+    pub run: RunResult,
+}
+
+/// Runs every value of every dimension (others at their defaults).
+pub async fn sweep(
+    bench: &Bench,
+    name: &str,
+    scenario: &Scenario,
+    dimensions: &[Dimension],
+) -> Result<Vec<Point>, BenchError> {
+    let mut points = Vec::new();
+    for dim in dimensions {
+        for value in &dim.values {
+            eprintln!("== tune {name}: {}={value}", dim.path);
+            let mut s = scenario.clone();
+            s.settings
+                .insert(dim.path.clone(), toml::Value::String(value.clone()));
+            // Keep the mark batch within what may be in flight.
+            if dim.path == "limits.max_in_flight_records" {
+                let v: usize = value.parse().unwrap_or(1000);
+                let batch = harvester::config::Limits::default()
+                    .mark_query_records
+                    .min(v);
+                s.settings.insert(
+                    "limits.mark_query_records".into(),
+                    toml::Value::String(batch.to_string()),
+                );
+            }
+            if dim.path == "limits.mark_query_records" {
+                let v: usize = value.parse().unwrap_or(100);
+                let in_flight = harvester::config::Limits::default()
+                    .max_in_flight_records
+                    .max(v);
+                s.settings.insert(
+                    "limits.max_in_flight_records".into(),
+                    toml::Value::String(in_flight.to_string()),
+                );
+            }
+            let run =
+                crate::run::run(bench, &format!("{name} {}={value}", dim.path), &s, None).await?;
+            eprintln!(
+                "   {} delivered {:.0}/s, p99 {}",
+                if run.passed { "ok" } else { "FAILED" },
+                run.sustained_records_per_s.unwrap_or(0.0),
+                run.latency_ms
+                    .map_or("-".into(), |l| format!("{:.1} ms", l.p99))
+            );
+            points.push(Point {
+                path: dim.path.clone(),
+                value: value.clone(),
+                passed: run.passed,
+                delivered_per_s: run
+                    .sustained_records_per_s
+                    .or(run.drain_records_per_s)
+                    .unwrap_or(0.0),
+                p50_ms: run.latency_ms.map(|l| l.p50),
+                p99_ms: run.latency_ms.map(|l| l.p99),
+                cpu_seconds_per_million: run.cpu_seconds_per_million,
+                run,
+            });
+        }
+    }
+    Ok(points)
+}
+
+/// The recommendation for one dimension.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recommendation {
+    pub path: String,
+    pub value: Option<String>,
+    pub why: String,
+}
+
+/// The knee of each dimension's points under `budget_ms`.
+pub fn recommend(points: &[Point], budget_ms: f64) -> Vec<Recommendation> {
+    let mut paths: Vec<&str> = points.iter().map(|p| p.path.as_str()).collect();
+    paths.dedup();
+    paths
+        .into_iter()
+        .map(|path| {
+            let mine: Vec<&Point> = points.iter().filter(|p| p.path == path).collect();
+            let within: Vec<&&Point> = mine
+                .iter()
+                .filter(|p| p.passed && p.p99_ms.is_some_and(|l| l <= budget_ms))
+                .collect();
+            let Some(best_rate) = within.iter().map(|p| p.delivered_per_s).reduce(f64::max) else {
+                let fallback = mine
+                    .iter()
+                    .filter(|p| p.passed)
+                    .min_by(|a, b| a.p99_ms.unwrap_or(f64::MAX).total_cmp(&b.p99_ms.unwrap_or(f64::MAX)));
+                return Recommendation {
+                    path: path.to_owned(),
+                    value: None,
+                    why: match fallback {
+                        Some(p) => format!(
+                            "no value kept p99 within {budget_ms:.0} ms; the lowest p99 was {}={} ({:.0} ms at {:.0} rec/s): raise the budget or add capacity",
+                            p.path, p.value, p.p99_ms.unwrap_or(0.0), p.delivered_per_s
+                        ),
+                        None => "no value verified cleanly".into(),
+                    },
+                };
+            };
+            let knee = within
+                .iter()
+                .filter(|p| p.delivered_per_s >= best_rate * 0.95)
+                .min_by(|a, b| a.p99_ms.unwrap_or(f64::MAX).total_cmp(&b.p99_ms.unwrap_or(f64::MAX)))
+                .expect("the best point is within 5% of itself");
+            Recommendation {
+                path: path.to_owned(),
+                value: Some(knee.value.clone()),
+                why: format!(
+                    "{}={} delivered {:.0} rec/s at p99 {:.0} ms: within 5% of the best throughput ({best_rate:.0} rec/s) among the {} of {} values with p99 <= {budget_ms:.0} ms, and the lowest p99 of those",
+                    knee.path,
+                    knee.value,
+                    knee.delivered_per_s,
+                    knee.p99_ms.unwrap_or(0.0),
+                    within.len(),
+                    mine.len()
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Markdown table and recommendations.
+pub fn markdown(points: &[Point], recs: &[Recommendation], budget_ms: f64) -> String {
+    let mut s = format!(
+        "## Sweep (p99 budget {budget_ms:.0} ms)\n\n| setting | value | ok | delivered rec/s | p50 ms | p99 ms | CPU s/M rec |\n|---|---:|---|---:|---:|---:|---:|\n"
+    );
+    for p in points {
+        let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        s.push_str(&format!(
+            "| {} | {} | {} | {:.0} | {} | {} | {} |\n",
+            p.path,
+            p.value,
+            if p.passed { "yes" } else { "**NO**" },
+            p.delivered_per_s,
+            f(p.p50_ms),
+            f(p.p99_ms),
+            f(p.cpu_seconds_per_million)
+        ));
+    }
+    s.push_str("\n## Recommendation\n\n");
+    for r in recs {
+        s.push_str(&format!(
+            "- **{}**: {} — {}\n",
+            r.path,
+            r.value.as_deref().unwrap_or("no recommendation"),
+            r.why
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(value: &str, rate: f64, p99: f64) -> Point {
+        Point {
+            path: "x".into(),
+            value: value.into(),
+            passed: true,
+            delivered_per_s: rate,
+            p50_ms: Some(p99 / 2.0),
+            p99_ms: Some(p99),
+            cpu_seconds_per_million: None,
+            run: RunResult::default(),
+        }
+    }
+
+    #[test]
+    fn knee_is_the_fastest_within_budget_preferring_lower_latency_among_near_ties() {
+        let points = [
+            p("a", 1000.0, 50.0),
+            p("b", 2000.0, 120.0),
+            p("c", 1950.0, 80.0),
+            p("d", 5000.0, 900.0),
+        ];
+        let r = &recommend(&points, 200.0)[0];
+        assert_eq!(r.value.as_deref(), Some("c"), "{}", r.why);
+        let none = &recommend(&points, 10.0)[0];
+        assert_eq!(none.value, None);
+        assert!(none.why.contains("x=a"), "{}", none.why);
+    }
+
+    #[test]
+    fn sweeps_parse() {
+        let d = Dimension::parse("limits.send_concurrency=1, 4,8").unwrap();
+        assert_eq!(d.values, ["1", "4", "8"]);
+        assert!(Dimension::parse("limits.send_concurrency").is_err());
+    }
+}
