@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Regression gate for the CPU-bound hot paths, by instruction count (callgrind): deterministic
+# for the same binary and inputs however busy the machine is, so it cannot flake on noise.
+#
+#   scripts/gate.sh               compare this tree with bench/gate/baseline.txt; fail above +3%
+#   scripts/gate.sh --update      measure this tree and rewrite the baseline (commit the file)
+#   scripts/gate.sh --against REV build REV in a worktree and compare A/B within this job
+#   scripts/gate.sh --selftest    show the gate works: the same build passes twice, and
+#                                 bench/gate/slowdown.patch (route hashes every key twice) fails
+#
+# Each workload's figure is Ir(2N) - Ir(N): the instructions of N iterations, without start-up.
+# GATE_THRESHOLD_PCT (default 3) and GATE_N (default 100000) tune it.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+THRESHOLD=${GATE_THRESHOLD_PCT:-3}
+N=${GATE_N:-100000}
+BASELINE=bench/gate/baseline.txt
+WORKLOADS="route histogram headers verifier envelope"
+
+if ! command -v valgrind >/dev/null 2>&1; then
+  echo "gate: installing valgrind (apt)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null && apt-get install -y -qq valgrind >/dev/null
+fi
+
+build() { # build DIR TARGET_DIR -> path of hotpaths
+  (cd "$1" && CARGO_TARGET_DIR=$2 cargo build --release -q -p bench --bin hotpaths)
+  echo "$2/release/hotpaths"
+}
+
+ir() { # ir BIN WORKLOAD N
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" "$2" "$3" 2>&1 >/dev/null \
+    | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+}
+
+measure() { # measure BIN -> "workload instructions" lines
+  for w in $WORKLOADS; do
+    local a b
+    a=$(ir "$1" "$w" "$N"); b=$(ir "$1" "$w" $((2 * N)))
+    echo "$w $((b - a))"
+  done
+}
+
+compare() { # compare BASE_FILE CANDIDATE_FILE -> exit 1 on a regression
+  awk -v t="$THRESHOLD" '
+    NR == FNR { base[$1] = $2; next }
+    ($1 in base) {
+      d = ($2 - base[$1]) * 100.0 / base[$1]
+      verdict = d > t ? "REGRESSION" : "ok"
+      if (d > t) bad = 1
+      printf "  %-10s baseline %12d  candidate %12d  %+7.2f%%  %s\n", $1, base[$1], $2, d, verdict
+    }
+    END { exit bad }' "$1" "$2"
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+case "${1:-}" in
+  --update)
+    bin=$(build "$ROOT" "$ROOT/target")
+    { echo "# hot-path instructions per $N iterations (scripts/gate.sh --update; $(rustc --version))"
+      measure "$bin"; } > "$BASELINE"
+    cat "$BASELINE" ;;
+  --against)
+    rev=${2:?--against needs a revision}
+    wt=$ROOT/target/gate/worktree
+    git worktree remove --force "$wt" 2>/dev/null || true
+    git worktree add -f --detach "$wt" "$rev" >/dev/null
+    measure "$(build "$wt" "$ROOT/target/gate/target")" > "$tmp/base"
+    git worktree remove --force "$wt"
+    measure "$(build "$ROOT" "$ROOT/target")" > "$tmp/cand"
+    echo "gate: $rev vs this tree (threshold +$THRESHOLD%)"
+    compare "$tmp/base" "$tmp/cand" ;;
+  --selftest)
+    wt=$ROOT/target/gate/selftest
+    git worktree remove --force "$wt" 2>/dev/null || true
+    git worktree add -f --detach "$wt" HEAD >/dev/null
+    bin=$(build "$wt" "$ROOT/target/gate/target")
+    measure "$bin" > "$tmp/a"
+    measure "$bin" > "$tmp/b"
+    echo "gate selftest 1/3: the same build measured twice must pass"
+    compare "$tmp/a" "$tmp/b"
+    bin=$(build "$wt" "$ROOT/target/gate/target")
+    measure "$bin" > "$tmp/c"
+    echo "gate selftest 2/3: a rebuild of the same tree must pass"
+    compare "$tmp/a" "$tmp/c"
+    (cd "$wt" && git apply "$ROOT/bench/gate/slowdown.patch")
+    measure "$(build "$wt" "$ROOT/target/gate/target")" > "$tmp/slow"
+    git worktree remove --force "$wt"
+    echo "gate selftest 3/3: bench/gate/slowdown.patch must trip the gate"
+    if compare "$tmp/a" "$tmp/slow"; then
+      echo "gate selftest FAILED: a slowed build passed" >&2; exit 1
+    fi
+    echo "gate selftest passed: unchanged builds pass, the slowed one fails" ;;
+  "")
+    [ -f "$BASELINE" ] || { echo "gate: no $BASELINE; run scripts/gate.sh --update" >&2; exit 2; }
+    measure "$(build "$ROOT" "$ROOT/target")" > "$tmp/cand"
+    echo "gate: this tree vs $BASELINE (threshold +$THRESHOLD%)"
+    compare <(grep -v '^#' "$BASELINE") "$tmp/cand" ;;
+  *) echo "usage: $0 [--update | --against REV | --selftest]" >&2; exit 2 ;;
+esac
