@@ -46,7 +46,8 @@ fn contended_bookkeeping(c: &mut Criterion) {
                     move || {
                         for i in 0..N {
                             Stats::add(&s.published, 1);
-                            s.in_flight_records.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                            s.in_flight_records
+                                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
                             s.publish_seconds.0.observe((i % 1000) as f64 * 1e-5);
                         }
                     }
@@ -69,10 +70,12 @@ fn mark_purge(c: &mut Criterion) {
         return;
     };
     let schema = testkit::names::schema("crit");
-    rt.block_on(sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&pool)).unwrap();
+    rt.block_on(sqlx::query(&format!("CREATE SCHEMA {schema}")).execute(&pool))
+        .unwrap();
     let table = TableName::parse(&format!("{schema}.outbox")).unwrap();
     let quarantine = table.sibling("_quarantine");
-    rt.block_on(migrate(&pool, &table, &quarantine, Shape::Native)).unwrap();
+    rt.block_on(migrate(&pool, &table, &quarantine, Shape::Native))
+        .unwrap();
     let statements = Statements::new(&table, &quarantine, Shape::Native);
     let mut g = c.benchmark_group("mark_purge");
     g.sample_size(10).measurement_time(Duration::from_secs(5));

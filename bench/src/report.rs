@@ -147,6 +147,28 @@ impl Provenance {
     }
 }
 
+/// The settings a capacity plan depends on, as the harvester resolves them.
+pub fn effective_settings(settings: &[(String, String)]) -> String {
+    let pairs = settings.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    match harvester::Config::default().with_overrides(pairs) {
+        Ok(c) => {
+            let l = &c.limits;
+            format!(
+                "effective: mark batch {} rows, max in flight {} records, {} producer shards, purge batch up to {}, producers idempotent (acks=all), linger.ms {}, delivery.timeout.ms {}",
+                l.mark_query_records,
+                l.max_in_flight_records,
+                l.send_concurrency,
+                l.purge_batch_records,
+                c.producer_kafka.get("linger.ms").unwrap_or("5 (librdkafka default)"),
+                c.producer_kafka
+                    .get("delivery.timeout.ms")
+                    .map_or_else(|| format!("{} (2 x heartbeat timeout)", (c.leader.heartbeat_timeout * 2).as_millis()), str::to_owned)
+            )
+        }
+        Err(e) => format!("settings do not resolve: {e}"),
+    }
+}
+
 /// Appends one JSON line.
 pub fn append_json(path: &Path, value: &impl Serialize) -> Result<(), BenchError> {
     let mut f = std::fs::OpenOptions::new()
@@ -185,8 +207,9 @@ pub fn markdown(
         let shown: Vec<String> = r.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
             s,
-            "- harvester: library defaults plus {}; producers idempotent (acks=all), linger librdkafka default unless set",
-            shown.join(", ")
+            "- harvester: library defaults plus {}; {}",
+            shown.join(", "),
+            effective_settings(&r.settings)
         );
     }
     let _ = writeln!(s, "\n## Ceilings (same run)\n");

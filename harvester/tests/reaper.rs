@@ -152,6 +152,28 @@ async fn leader_probe_is_200_on_exactly_one_and_moves_on_sigterm() {
     );
 }
 
+#[tokio::test]
+async fn a_second_signal_exits_at_once_with_130() {
+    let world = World::new("rsig2", 1).await;
+    world.migrate().await;
+    let config = world.reaper_config("");
+    let mut r = Reaper::spawn("r", &config).await;
+    wait_for("it leads", Duration::from_secs(30), || async {
+        r.is_leader().await
+    })
+    .await
+    .unwrap();
+    // The second signal lands while the first one's drain and group leave are under way
+    // (tokio folds signals that arrive before the handler runs, so leave a moment between).
+    let first = Instant::now();
+    r.proc.signal(Signal::Term).unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    r.proc.signal(Signal::Term).unwrap();
+    let status = r.proc.wait_exit(Duration::from_secs(10)).expect("exits");
+    println!("second signal: {status} after {:?}", first.elapsed());
+    assert_eq!(status.code(), Some(130), "{status}");
+}
+
 fn config_file(name: &str, text: &str) -> TempFile {
     TempFile::write(&format!("{}-{name}", testkit::names::unique("bad")), text)
 }
