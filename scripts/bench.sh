@@ -18,4 +18,5 @@ fi
 source .state/services.env
 
 cargo build --release -p harvester --bin reaper -p bench --bin bench
-target/release/bench run --profile quick "$@"
+# The default profile is `quick`.
+target/release/bench run "$@"
