@@ -100,6 +100,21 @@ impl Ground {
         Ok((left, quarantined, reasons))
     }
 
+    /// (key, seq) of every row still in the outbox.
+    pub async fn remaining(&self) -> Result<std::collections::HashSet<(u32, u64)>, BenchError> {
+        let rows: Vec<(Vec<u8>, Option<String>)> = sqlx::query_as(&format!(
+            "SELECT kafka_key, convert_from(header_values[array_position(header_keys, 'x-seq')], 'UTF8') FROM {}",
+            self.table.quoted()
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(BenchError::db("read the rows left in the outbox"))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(k, s)| Some((workloads::key_index(&k)?, s?.parse().ok()?)))
+            .collect())
+    }
+
     pub async fn drop_schema(self) {
         let _ = self
             .pool
