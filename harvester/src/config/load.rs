@@ -17,6 +17,9 @@ use crate::error::{ConfigProblem, Error};
 /// `HARVESTER__KAFKA__BOOTSTRAP_SERVERS=b:9092` sets `kafka."bootstrap.servers"`.
 pub const ENV_PREFIX: &str = "HARVESTER__";
 
+/// Sections whose keys are librdkafka property names (dotted, free-form).
+const FREE_FORM: [&str; 2] = ["kafka", "producer_kafka"];
+
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> Error {
     Error::InvalidConfig(vec![ConfigProblem::new(field, message)])
 }
@@ -105,9 +108,9 @@ fn env_path(rest: &str) -> Option<String> {
     let mut parts = rest.split("__").map(str::to_lowercase);
     let first = parts.next().filter(|s| !s.is_empty())?;
     let tail: Vec<String> = parts.collect();
-    if first == "kafka" {
+    if FREE_FORM.contains(&first.as_str()) {
         let key = tail.join("__").replace('_', ".");
-        return (!key.is_empty()).then(|| format!("kafka.\"{key}\""));
+        return (!key.is_empty()).then(|| format!("{first}.\"{key}\""));
     }
     Some(
         std::iter::once(first)
@@ -130,7 +133,7 @@ fn split_path(path: &str) -> Vec<String> {
         }
     }
     out.push(current);
-    if out.first().map(String::as_str) == Some("kafka") && out.len() > 2 {
+    if out.first().is_some_and(|f| FREE_FORM.contains(&f.as_str())) && out.len() > 2 {
         let key = out[1..].join(".");
         out.truncate(1);
         out.push(key);
@@ -147,7 +150,7 @@ fn set(tree: &mut Value, segments: &[String], value: Value, path: &str) -> crate
             .as_object_mut()
             .ok_or_else(|| invalid(path, format!("`{seg}` is below a value, not a section")))?;
         // Kafka properties are free-form; every other section's fields are fixed.
-        let free_form = i == 1 && segments[0] == "kafka";
+        let free_form = i == 1 && FREE_FORM.contains(&segments[0].as_str());
         if !free_form && !map.contains_key(seg.as_str()) {
             let known: Vec<&str> = map.keys().map(String::as_str).collect();
             return Err(invalid(
@@ -156,6 +159,12 @@ fn set(tree: &mut Value, segments: &[String], value: Value, path: &str) -> crate
             ));
         }
         if last {
+            // librdkafka properties are strings, whatever they look like.
+            let value = match value {
+                Value::String(_) => value,
+                other if free_form => Value::String(other.to_string()),
+                other => other,
+            };
             map.insert(seg.clone(), value);
             return Ok(());
         }
@@ -180,6 +189,7 @@ mod tests {
                 ("kafka.\"compression.type\"", "lz4"),
                 ("limits.drain_timeout", "2s"),
                 ("leader.group_id", "billing"),
+                ("producer_kafka.linger.ms", "20"),
             ])
             .unwrap();
         assert_eq!(c.limits.max_in_flight_records, 500);
@@ -187,6 +197,7 @@ mod tests {
         assert_eq!(c.kafka.get("compression.type"), Some("lz4"));
         assert_eq!(c.limits.drain_timeout, std::time::Duration::from_secs(2));
         assert_eq!(c.leader.group_id.as_deref(), Some("billing"));
+        assert_eq!(c.producer_kafka.get("linger.ms"), Some("20"));
     }
 
     #[test]
