@@ -98,6 +98,9 @@ pub async fn sweep(
     dimensions: &[Dimension],
 ) -> Result<Vec<Point>, BenchError> {
     let mut points = Vec::new();
+    // The load must be the same at every point: a `rate_share` is resolved once, at the first
+    // point, and that rate is used for the rest.
+    let mut scenario = scenario.clone();
     for dim in dimensions {
         for value in &dim.values {
             eprintln!("== tune {name}: {}={value}", dim.path);
@@ -127,6 +130,12 @@ pub async fn sweep(
             }
             let run =
                 crate::run::run(bench, &format!("{name} {}={value}", dim.path), &s, None).await?;
+            if let (Some(rate), Some(w)) = (run.target_records_per_s, scenario.writers.as_mut()) {
+                if scenario.rate_share.take().is_some() {
+                    eprintln!("   the sweep's load is fixed at {rate:.0} records/s");
+                    w.mode = workloads::Mode::Open { rate };
+                }
+            }
             eprintln!(
                 "   {} delivered {:.0}/s, p99 {}",
                 if run.passed { "ok" } else { "FAILED" },
