@@ -4,4 +4,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Kafka-heavy integration tests share 2 cores; two at a time keeps timing-sensitive ones honest.
-exec scripts/with-services.sh cargo test --workspace --all-targets "$@" -- --test-threads="${HARVEST_TEST_THREADS:-2}"
+# (RUST_TEST_THREADS rather than --test-threads: criterion's bench harness, run once in test
+# mode by --all-targets, does not take libtest's flags.)
+export RUST_TEST_THREADS="${HARVEST_TEST_THREADS:-2}"
+exec scripts/with-services.sh cargo test --workspace --all-targets "$@"
