@@ -274,7 +274,11 @@ pub fn markdown(
                 (0, u) => format!("{} ({u} undelivered)", r.correctness.lost),
                 (b, u) => format!("{} ({b} by broker, {u} undelivered)", r.correctness.lost),
             },
-            r.correctness.reordered,
+            if r.correctness.rewinds > 0 {
+                format!("{} ({} rewound)", r.correctness.reordered, r.correctness.rewinds)
+            } else {
+                r.correctness.reordered.to_string()
+            },
             r.correctness.duplicates,
             opt(r.failover.map(|f| f.gap_ms).or(r.stall_ms), 0),
             opt(r.cpu_seconds_per_million, 1),
@@ -312,7 +316,7 @@ pub fn markdown(
         s,
         "\nLatency is commit -> consumer receipt on one clock (open loop: from the transaction's intended start, coordinated-omission aware). \
          `x lower ceiling` divides drain throughput by the lower of the DB-only and producer-only ceilings measured in this run. \
-         `lost (n by broker)`: n lost records' rows were deleted, which the harvester does only after the broker acknowledged them, so the broker dropped them (forgiven only where Produce errors are injected into the mock); `undelivered`: rows still in the outbox when the drain timeout ended the run. \
+         `lost (n by broker)`: n lost records' rows were deleted, which the harvester does only after the broker acknowledged them, so the broker dropped them (forgiven only where Produce errors are injected into the mock); `undelivered`: rows still in the outbox when the drain timeout ended the run. `reord (n rewound)`: n duplicates of an older record arrived after a newer one of its key (first deliveries stayed in order); allowed only in failover-zombie. \
          Delivered rec/s counts first deliveries while writers wrote (written = the writers' commit rate, target = the open-loop rate). \
          WAL and transactions per record include the writers' own."
     );

@@ -354,8 +354,12 @@ async fn run_on(
     } else {
         0
     };
+    // A leader resumed from SIGSTOP can still write a produce request librdkafka had built
+    // before the stall (only broker-side fencing, transactional producer epochs, closes that):
+    // there, rewinds are counted and reported, not failed. Everywhere else they fail the run.
+    let rewinds_allowed = scenario.kind == Kind::FailoverZombie;
     let passed = c.reordered == 0
-        && c.rewinds == 0
+        && (c.rewinds == 0 || rewinds_allowed)
         && c.unexpected == 0
         && c.delivered + c.lost == c.expected
         && c.lost <= forgiven;
