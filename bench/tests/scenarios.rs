@@ -60,12 +60,17 @@ async fn every_scenario_runs_verified_and_reports_its_figures() {
             r.scenario,
             r.correctness.lost
         );
-        assert_eq!(
-            r.correctness.reordered + r.correctness.rewinds,
-            0,
-            "{}",
-            r.scenario
-        );
+        assert_eq!(r.correctness.reordered, 0, "{}", r.scenario);
+        if r.kind == Some(Kind::FailoverZombie) {
+            // A resumed zombie's pre-stall produce request may land late: counted, bounded.
+            assert!(
+                r.correctness.rewinds <= r.correctness.duplicates,
+                "{}",
+                r.scenario
+            );
+        } else {
+            assert_eq!(r.correctness.rewinds, 0, "{}", r.scenario);
+        }
         assert_eq!(
             r.correctness.delivered + r.correctness.lost,
             r.committed,
