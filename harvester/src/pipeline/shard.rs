@@ -251,13 +251,16 @@ impl Shard {
                 self.outstanding -= 1;
                 Stats::add(&self.ctx.stats.published, 1);
                 self.attempts.remove(&report.tag.id);
-                let stats = Arc::clone(&self.ctx.stats);
-                if let Some(h) = self.held_mut(report.tag.id) {
+                let timing = self.held_mut(report.tag.id).map(|h| {
                     h.state = State::Purging;
-                    if let Some(sent) = h.sent_at {
+                    (h.sent_at, h.record.create_time)
+                });
+                if let Some((sent_at, created)) = timing {
+                    let stats = &self.ctx.stats;
+                    if let Some(sent) = sent_at {
                         stats.publish_seconds.0.observe_duration(sent.elapsed());
                     }
-                    let age = chrono::Utc::now() - h.record.create_time;
+                    let age = chrono::Utc::now() - created;
                     stats
                         .commit_to_ack_seconds
                         .0
