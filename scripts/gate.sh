@@ -16,7 +16,6 @@ cd "$ROOT"
 THRESHOLD=${GATE_THRESHOLD_PCT:-3}
 N=${GATE_N:-100000}
 BASELINE=bench/gate/baseline.txt
-WORKLOADS="route histogram headers verifier envelope"
 
 if ! command -v valgrind >/dev/null 2>&1; then
   echo "gate: installing valgrind (apt)" >&2
@@ -34,11 +33,18 @@ ir() { # ir BIN WORKLOAD N
     | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 
-measure() { # measure BIN -> "workload instructions" lines
-  for w in $WORKLOADS; do
+# The workloads are the candidate's (`hotpaths --list`); an older build that lacks one (an A/B
+# against a revision before it existed) just has no figure for it.
+workloads() { "$1" --list; }
+
+measure() { # measure BIN WORKLOADS... -> "workload instructions" lines
+  local bin=$1; shift
+  for w in "$@"; do
     local a b
-    a=$(ir "$1" "$w" "$N"); b=$(ir "$1" "$w" $((2 * N)))
-    echo "$w $((b - a))"
+    a=$(ir "$bin" "$w" "$N"); b=$(ir "$bin" "$w" $((2 * N)))
+    if [ -n "$a" ] && [ -n "$b" ] && "$bin" "$w" 1 >/dev/null 2>&1; then
+      echo "$w $((b - a))"
+    fi
   done
 }
 
@@ -49,8 +55,10 @@ compare() { # compare BASE_FILE CANDIDATE_FILE -> exit 1 on a regression
       d = ($2 - base[$1]) * 100.0 / base[$1]
       verdict = d > t ? "REGRESSION" : "ok"
       if (d > t) bad = 1
-      printf "  %-10s baseline %12d  candidate %12d  %+7.2f%%  %s\n", $1, base[$1], $2, d, verdict
+      printf "  %-12s baseline %12d  candidate %12d  %+7.2f%%  %s\n", $1, base[$1], $2, d, verdict
+      next
     }
+    { printf "  %-12s baseline %12s  candidate %12d           new (no baseline figure)\n", $1, "-", $2 }
     END { exit bad }' "$1" "$2"
 }
 
@@ -61,16 +69,21 @@ case "${1:-}" in
   --update)
     bin=$(build "$ROOT" "$ROOT/target")
     { echo "# hot-path instructions per $N iterations (scripts/gate.sh --update; $(rustc --version))"
-      measure "$bin"; } > "$BASELINE"
+      measure "$bin" $(workloads "$bin"); } > "$BASELINE"
     cat "$BASELINE" ;;
   --against)
     rev=${2:?--against needs a revision}
     wt=$ROOT/target/gate/worktree
     git worktree remove --force "$wt" 2>/dev/null || true
     git worktree add -f --detach "$wt" "$rev" >/dev/null
-    measure "$(build "$wt" "$ROOT/target/gate/target")" > "$tmp/base"
+    base_bin=$(build "$wt" "$ROOT/target/gate/target")
+    cand_bin=$(build "$ROOT" "$ROOT/target")
+    list=$(workloads "$cand_bin")
+    # shellcheck disable=SC2086
+    measure "$base_bin" $list > "$tmp/base"
     git worktree remove --force "$wt"
-    measure "$(build "$ROOT" "$ROOT/target")" > "$tmp/cand"
+    # shellcheck disable=SC2086
+    measure "$cand_bin" $list > "$tmp/cand"
     echo "gate: $rev vs this tree (threshold +$THRESHOLD%)"
     compare "$tmp/base" "$tmp/cand" ;;
   --selftest)
@@ -78,16 +91,21 @@ case "${1:-}" in
     git worktree remove --force "$wt" 2>/dev/null || true
     git worktree add -f --detach "$wt" HEAD >/dev/null
     bin=$(build "$wt" "$ROOT/target/gate/target")
-    measure "$bin" > "$tmp/a"
-    measure "$bin" > "$tmp/b"
+    list=$(workloads "$bin")
+    # shellcheck disable=SC2086
+    measure "$bin" $list > "$tmp/a"
+    # shellcheck disable=SC2086
+    measure "$bin" $list > "$tmp/b"
     echo "gate selftest 1/3: the same build measured twice must pass"
     compare "$tmp/a" "$tmp/b"
     bin=$(build "$wt" "$ROOT/target/gate/target")
-    measure "$bin" > "$tmp/c"
+    # shellcheck disable=SC2086
+    measure "$bin" $list > "$tmp/c"
     echo "gate selftest 2/3: a rebuild of the same tree must pass"
     compare "$tmp/a" "$tmp/c"
     (cd "$wt" && git apply "$ROOT/bench/gate/slowdown.patch")
-    measure "$(build "$wt" "$ROOT/target/gate/target")" > "$tmp/slow"
+    # shellcheck disable=SC2086
+    measure "$(build "$wt" "$ROOT/target/gate/target")" $list > "$tmp/slow"
     git worktree remove --force "$wt"
     echo "gate selftest 3/3: bench/gate/slowdown.patch must trip the gate"
     if compare "$tmp/a" "$tmp/slow"; then
@@ -96,7 +114,9 @@ case "${1:-}" in
     echo "gate selftest passed: unchanged builds pass, the slowed one fails" ;;
   "")
     [ -f "$BASELINE" ] || { echo "gate: no $BASELINE; run scripts/gate.sh --update" >&2; exit 2; }
-    measure "$(build "$ROOT" "$ROOT/target")" > "$tmp/cand"
+    bin=$(build "$ROOT" "$ROOT/target")
+    # shellcheck disable=SC2086
+    measure "$bin" $(workloads "$bin") > "$tmp/cand"
     echo "gate: this tree vs $BASELINE (threshold +$THRESHOLD%)"
     compare <(grep -v '^#' "$BASELINE") "$tmp/cand" ;;
   *) echo "usage: $0 [--update | --against REV | --selftest]" >&2; exit 2 ;;

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bench::hotpaths;
+use bench::hotpaths::{self, pipeline, pipeline::Shared};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use harvester::outbox::{migrate, Shape, Statements, TableName};
 use harvester::pipeline::Stats;
@@ -33,7 +33,8 @@ fn cpu_paths(c: &mut Criterion) {
 }
 
 /// The bookkeeping every stage shares (relaxed counters and lock-free histograms), hammered
-/// from two threads at once as the shards and the purger do.
+/// from two threads at once as the shards and the purger do; and a shard's per-key in-flight
+/// bookkeeping run by two shards at once.
 fn contended_bookkeeping(c: &mut Criterion) {
     const N: u64 = 100_000;
     let mut g = c.benchmark_group("contended");
@@ -55,6 +56,35 @@ fn contended_bookkeeping(c: &mut Criterion) {
                 let t = std::thread::spawn(worker(Arc::clone(&stats)));
                 worker(Arc::clone(&stats))();
                 t.join().unwrap();
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    // Two shards on two threads, each with its own per-key queues (keys are partitioned by
+    // hash, so those never contend) sharing the permit semaphore and the counters, against the
+    // same two shards' work done by one thread.
+    const RECORDS: usize = 20_000;
+    g.throughput(Throughput::Elements(2 * RECORDS as u64));
+    g.bench_function("shard_bookkeeping_2_threads", |b| {
+        b.iter_batched(
+            || Arc::new(Shared::new(2 * hotpaths::WINDOW)),
+            |shared| {
+                let other = Arc::clone(&shared);
+                let t = std::thread::spawn(move || {
+                    pipeline::shard_cycle(RECORDS, 1000, hotpaths::WINDOW, &other)
+                });
+                pipeline::shard_cycle(RECORDS, 1000, hotpaths::WINDOW, &shared);
+                t.join().unwrap()
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("shard_bookkeeping_1_thread", |b| {
+        b.iter_batched(
+            || Shared::new(2 * hotpaths::WINDOW),
+            |shared| {
+                pipeline::shard_cycle(RECORDS, 1000, hotpaths::WINDOW, &shared);
+                pipeline::shard_cycle(RECORDS, 1000, hotpaths::WINDOW, &shared)
             },
             BatchSize::SmallInput,
         )

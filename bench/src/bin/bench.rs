@@ -123,13 +123,12 @@ fn report_error(e: &bench::BenchError) -> i32 {
 
 #[tokio::main]
 async fn main() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    // Quiet unless RUST_LOG says otherwise: these tools print their own results.
+    harvester::config::LoggingConfig {
+        level: "warn".into(),
+        format: harvester::config::LogFormat::Human,
+    }
+    .init();
     let args = Args::parse();
     let code = match args.command {
         Cmd::List { file } => match bench::cli::list(file.as_deref()) {

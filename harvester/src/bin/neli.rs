@@ -236,13 +236,12 @@ async fn demo(common: Common, contenders: usize, duration: Duration) -> Result<(
 
 #[tokio::main]
 async fn main() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    // Quiet unless RUST_LOG says otherwise: these tools print their own results.
+    harvester::config::LoggingConfig {
+        level: "warn".into(),
+        format: harvester::config::LogFormat::Human,
+    }
+    .init();
     let result = match Cli::parse().command {
         Cmd::Run {
             common,

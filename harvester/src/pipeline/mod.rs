@@ -35,7 +35,9 @@
 //! unknown, or a pipeline restart. Rows re-marked while still held are recognised and not sent
 //! twice.
 
+pub mod batch;
 pub(crate) mod classify;
+pub mod keys;
 mod marker;
 mod producer;
 mod purger;

@@ -6,7 +6,6 @@
 //! that into one `DELETE ... WHERE id = ANY($1)` per wake-up, sized by whatever accumulated while
 //! the previous statement ran, so latency stays low when idle and throughput high under load.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -14,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::batch::{PurgeBatch, Quarantine};
 use super::{Done, Stats, TermContext, ToPurger};
 use crate::Result;
 
@@ -30,44 +30,40 @@ pub(crate) async fn run(
             () = hard.cancelled() => return Ok(()),
         };
         let Some(first) = first else { return Ok(()) };
-        let mut acks: Vec<(usize, i64)> = Vec::new();
-        let mut resets: Vec<i64> = Vec::new();
-        let mut quarantines: Vec<(Option<usize>, i64, String)> = Vec::new();
+        let mut batch = PurgeBatch::new();
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
-                ToPurger::Acked { shard, id } => acks.push((shard, id)),
-                ToPurger::Reset { ids } => resets.extend(ids),
-                ToPurger::Quarantine { shard, id, reason } => quarantines.push((shard, id, reason)),
+                ToPurger::Acked { shard, id } => batch.ack(shard, id),
+                ToPurger::Reset { ids } => batch.reset(ids),
+                ToPurger::Quarantine { shard, id, reason } => {
+                    batch.quarantine(Quarantine { shard, id, reason })
+                }
             }
-            if acks.len() + resets.len() < max {
+            if !batch.is_full(max) {
                 next = rx.try_recv().ok();
             }
         }
         // Resets first: their keys are blocked until the rows come back.
-        if !resets.is_empty() {
-            reset(&ctx, &resets).await;
+        if !batch.resets().is_empty() {
+            reset(&ctx, batch.resets()).await;
         }
-        for (shard, id, reason) in quarantines {
+        for q in batch.take_quarantines() {
             retry_until_done(&ctx, &hard, "quarantine a row", || {
-                quarantine(&ctx, id, &reason)
+                quarantine(&ctx, q.id, &q.reason)
             })
             .await;
-            if let Some(s) = shard {
-                let _ = shards[s].send(Done { ids: vec![id] });
+            if let Some(s) = q.shard {
+                let _ = shards[s].send(Done { ids: vec![q.id] });
             }
         }
-        if !acks.is_empty() {
-            let ids: Vec<i64> = acks.iter().map(|(_, id)| *id).collect();
+        if batch.has_acks() {
+            let ids = batch.ack_ids();
             if !retry_until_done(&ctx, &hard, "purge acknowledged rows", || purge(&ctx, &ids)).await
             {
                 return Ok(());
             }
-            let mut per_shard: HashMap<usize, Vec<i64>> = HashMap::new();
-            for (shard, id) in acks {
-                per_shard.entry(shard).or_default().push(id);
-            }
-            for (shard, ids) in per_shard {
+            for (shard, ids) in batch.acks_by_shard(shards.len()) {
                 let _ = shards[shard].send(Done { ids });
             }
         }

@@ -6,7 +6,7 @@
 //! until those rows come back from the marker, so a record of the key already on its way from an
 //! earlier mark cannot overtake them.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,47 +15,18 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::classify::{classify, Failure};
+use super::keys::{Admitted, Finished, Key, KeyQueues, State};
 use super::producer::{Report, SendError, ShardProducer};
 use super::{Done, Stats, TermContext, ToPurger};
 use crate::error::Error;
 use crate::outbox::OutboxRecord;
 use crate::Result;
 
-type Key = Option<Vec<u8>>;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Waiting behind the key's front, or for the key to unblock.
-    Queued,
-    /// Handed to the producer; a report is due.
-    Sent,
-    /// Acknowledged (or bound for quarantine); waiting for the purger.
-    Purging,
-}
-
-#[derive(Debug)]
-struct Held {
-    record: OutboxRecord,
-    state: State,
-    /// When the record was handed to the producer (for the publish latency).
-    sent_at: Option<Instant>,
-}
-
-/// A key whose rows were reset: nothing of it is sent until these ids are marked again.
-#[derive(Debug)]
-struct Blocked {
-    awaiting: HashSet<i64>,
-    since: Instant,
-}
-
 pub(crate) struct Shard {
     ctx: Arc<TermContext>,
     producer: Arc<ShardProducer>,
     purger: mpsc::Sender<ToPurger>,
-    queues: HashMap<Key, VecDeque<Held>>,
-    /// Row id -> key, for every row held.
-    index: HashMap<i64, Key>,
-    blocked: HashMap<Key, Blocked>,
+    keys: KeyQueues,
     attempts: HashMap<i64, u32>,
     /// Keys whose front could not be enqueued (local queue full).
     retry: Vec<Key>,
@@ -77,9 +48,7 @@ impl Shard {
             ctx,
             producer,
             purger,
-            queues: HashMap::new(),
-            index: HashMap::new(),
-            blocked: HashMap::new(),
+            keys: KeyQueues::new(),
             attempts: HashMap::new(),
             retry: Vec::new(),
             outstanding: 0,
@@ -103,13 +72,13 @@ impl Shard {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let result = loop {
             if let Some(since) = draining {
-                if self.index.is_empty() {
+                if self.keys.is_empty() {
                     break Ok(());
                 }
                 if since.elapsed() >= self.ctx.limits.drain_timeout {
                     tracing::warn!(
                         shard,
-                        held = self.index.len(),
+                        held = self.keys.len(),
                         outstanding = self.outstanding,
                         "drain timed out; handing over with rows unpurged"
                     );
@@ -144,7 +113,7 @@ impl Shard {
                 }
             }
         };
-        let held = self.index.len();
+        let held = self.keys.len();
         self.ctx.release(held);
         self.ctx
             .stats
@@ -153,51 +122,30 @@ impl Shard {
         self.ctx
             .stats
             .in_flight_keys
-            .fetch_sub(self.queues.len() as i64, Ordering::Relaxed);
+            .fetch_sub(self.keys.keys() as i64, Ordering::Relaxed);
         self.producer.give_back(reports);
         result
     }
 
     async fn on_batch(&mut self, records: Vec<OutboxRecord>) -> Result<()> {
-        let mut to_send = Vec::new();
+        let mut to_send = Vec::with_capacity(records.len());
         for record in records {
-            if self.index.contains_key(&record.id) {
-                // Re-marked while held (fresh leader id): already handled here.
-                Stats::add(&self.ctx.stats.duplicate_marks, 1);
-                self.ctx.release(1);
-                continue;
+            match self.keys.admit(record) {
+                Admitted::Duplicate => {
+                    // Re-marked while held (fresh leader id): already handled here.
+                    Stats::add(&self.ctx.stats.duplicate_marks, 1);
+                    self.ctx.release(1);
+                }
+                Admitted::Queued { key, new_key } => {
+                    if new_key {
+                        self.ctx
+                            .stats
+                            .in_flight_keys
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    to_send.push(key);
+                }
             }
-            let key = record.key.clone();
-            self.index.insert(record.id, key.clone());
-            if let Some(b) = self.blocked.get_mut(&key) {
-                b.awaiting.remove(&record.id);
-            }
-            let queue = self.queues.entry(key.clone()).or_insert_with(|| {
-                self.ctx
-                    .stats
-                    .in_flight_keys
-                    .fetch_add(1, Ordering::Relaxed);
-                VecDeque::new()
-            });
-            // Keep the queue in id order: rows coming back after a reset sort before
-            // later rows of the key that arrived while it was blocked. Usually the row is the
-            // newest, so check the back first and only search otherwise.
-            let at = match queue.back() {
-                Some(last) if last.record.id > record.id => queue
-                    .iter()
-                    .position(|h| h.state == State::Queued && h.record.id > record.id)
-                    .unwrap_or(queue.len()),
-                _ => queue.len(),
-            };
-            queue.insert(
-                at,
-                Held {
-                    record,
-                    state: State::Queued,
-                    sent_at: None,
-                },
-            );
-            to_send.push(key);
         }
         for key in to_send {
             self.maybe_send(&key).await?;
@@ -207,18 +155,9 @@ impl Shard {
 
     /// Sends the key's front if it is queued and the key is not blocked.
     async fn maybe_send(&mut self, key: &Key) -> Result<()> {
-        if let Some(b) = self.blocked.get(key) {
-            if !b.awaiting.is_empty() {
-                return Ok(());
-            }
-            self.blocked.remove(key);
-        }
-        let Some(front) = self.queues.get_mut(key).and_then(|q| q.front_mut()) else {
+        let Some(front) = self.keys.sendable(key) else {
             return Ok(());
         };
-        if front.state != State::Queued {
-            return Ok(());
-        }
         if !self.ctx.elector.is_leader() {
             self.retry.push(key.clone());
             return Ok(());
@@ -243,7 +182,7 @@ impl Shard {
     }
 
     async fn on_report(&mut self, report: Report) -> Result<()> {
-        if report.tag.epoch != self.ctx.epoch || !self.index.contains_key(&report.tag.id) {
+        if report.tag.epoch != self.ctx.epoch || !self.keys.contains(report.tag.id) {
             return Ok(());
         }
         match report.result {
@@ -251,7 +190,7 @@ impl Shard {
                 self.outstanding -= 1;
                 Stats::add(&self.ctx.stats.published, 1);
                 self.attempts.remove(&report.tag.id);
-                let timing = self.held_mut(report.tag.id).map(|h| {
+                let timing = self.keys.held_mut(report.tag.id).map(|h| {
                     h.state = State::Purging;
                     (h.sent_at, h.record.create_time)
                 });
@@ -300,7 +239,7 @@ impl Shard {
         };
         if quarantine {
             self.attempts.remove(&id);
-            if let Some(h) = self.held_mut(id) {
+            if let Some(h) = self.keys.held_mut(id) {
                 h.state = State::Purging;
             }
             let reason = format!("row {id}: delivery failed after {attempts} attempt(s): {error}");
@@ -317,7 +256,7 @@ impl Shard {
                 .map_err(|_| Error::Pipeline("purger stopped".into()));
         }
         tracing::debug!(id, attempts, "delivery failed, resetting its key: {error}");
-        let Some(key) = self.index.get(&id).cloned() else {
+        let Some(key) = self.keys.key_of(id).cloned() else {
             return Ok(());
         };
         self.reset_key(&key).await
@@ -326,25 +265,15 @@ impl Shard {
     /// Drops the key's rows from memory, resets them in the table, and blocks the key until
     /// they are marked again.
     async fn reset_key(&mut self, key: &Key) -> Result<()> {
-        let Some(queue) = self.queues.remove(key) else {
+        let Some(ids) = self.keys.reset(key) else {
             return Ok(());
         };
         self.ctx
             .stats
             .in_flight_keys
             .fetch_sub(1, Ordering::Relaxed);
-        let ids: Vec<i64> = queue.iter().map(|h| h.record.id).collect();
-        for id in &ids {
-            self.index.remove(id);
-        }
         self.ctx.release(ids.len());
         Stats::add(&self.ctx.stats.reset, ids.len() as u64);
-        let blocked = self.blocked.entry(key.clone()).or_insert_with(|| Blocked {
-            awaiting: HashSet::new(),
-            since: Instant::now(),
-        });
-        blocked.awaiting.extend(ids.iter().copied());
-        blocked.since = Instant::now();
         self.purger
             .send(ToPurger::Reset { ids })
             .await
@@ -353,23 +282,22 @@ impl Shard {
 
     async fn on_done(&mut self, ids: Vec<i64>) -> Result<()> {
         let mut next = Vec::new();
+        let mut left = 0;
+        let mut emptied = 0;
         for id in ids {
-            let Some(key) = self.index.remove(&id) else {
-                continue;
-            };
-            self.ctx.release(1);
-            if let Some(queue) = self.queues.get_mut(&key) {
-                queue.retain(|h| h.record.id != id);
-                if queue.is_empty() {
-                    self.queues.remove(&key);
-                    self.ctx
-                        .stats
-                        .in_flight_keys
-                        .fetch_sub(1, Ordering::Relaxed);
-                } else {
-                    next.push(key);
-                }
+            match self.keys.finish(id) {
+                Finished::NotHeld => continue,
+                Finished::KeyEmpty => emptied += 1,
+                Finished::Next(key) => next.push(key),
             }
+            left += 1;
+        }
+        self.ctx.release(left);
+        if emptied > 0 {
+            self.ctx
+                .stats
+                .in_flight_keys
+                .fetch_sub(emptied, Ordering::Relaxed);
         }
         for key in next {
             self.maybe_send(&key).await?;
@@ -391,56 +319,25 @@ impl Shard {
         } else {
             self.retry.clear();
         }
-        let stale: Vec<Key> = self
-            .blocked
-            .iter()
-            .filter(|(_, b)| !b.awaiting.is_empty() && b.since.elapsed() > BLOCKED_PATIENCE)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let stale = self.keys.unblock_stale(BLOCKED_PATIENCE);
         if !stale.is_empty() {
             tracing::warn!(
                 keys = stale.len(),
                 "reset rows not re-marked in {BLOCKED_PATIENCE:?}; forcing a re-mark"
             );
             self.ctx.force_remark.store(true, Ordering::SeqCst);
-            for key in stale {
-                self.blocked.remove(&key);
-                self.retry.push(key);
-            }
+            self.retry.extend(stale);
         }
         Ok(())
     }
 
     /// On drain: rows never sent stay marked in the table; the next leader re-marks them.
     fn drop_queued(&mut self) {
-        let mut dropped = Vec::new();
-        for queue in self.queues.values_mut() {
-            queue.retain(|h| {
-                let keep = h.state != State::Queued;
-                if !keep {
-                    dropped.push(h.record.id);
-                }
-                keep
-            });
-        }
-        let before = self.queues.len();
-        self.queues.retain(|_, q| !q.is_empty());
-        let emptied = (before - self.queues.len()) as i64;
-        for id in &dropped {
-            self.index.remove(id);
-        }
-        self.ctx.release(dropped.len());
+        let (dropped, emptied) = self.keys.drop_queued();
+        self.ctx.release(dropped);
         self.ctx
             .stats
             .in_flight_keys
-            .fetch_sub(emptied, Ordering::Relaxed);
-    }
-
-    fn held_mut(&mut self, id: i64) -> Option<&mut Held> {
-        let key = self.index.get(&id)?;
-        self.queues
-            .get_mut(key)?
-            .iter_mut()
-            .find(|h| h.record.id == id)
+            .fetch_sub(emptied as i64, Ordering::Relaxed);
     }
 }

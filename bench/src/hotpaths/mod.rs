@@ -3,7 +3,10 @@
 //! how busy the machine is).
 //!
 //! Each workload calls the real library code: key routing, metrics histogram recording, record
-//! to Kafka header conversion, the verifier's bookkeeping and the test envelope parser.
+//! to Kafka header conversion, a shard's per-key queues over many keys and over a few hot ones,
+//! purge batch building, the verifier's bookkeeping and the test envelope parser.
+
+pub mod pipeline;
 
 use std::hint::black_box;
 
@@ -12,7 +15,19 @@ use harvester::outbox::OutboxRecord;
 use testkit::Verifier;
 
 /// Workload names, in a stable order.
-pub const WORKLOADS: &[&str] = &["route", "histogram", "headers", "verifier", "envelope"];
+pub const WORKLOADS: &[&str] = &[
+    "route",
+    "histogram",
+    "headers",
+    "keys",
+    "hot_keys",
+    "purge_batch",
+    "verifier",
+    "envelope",
+];
+
+/// Records a shard may hold in the `keys` workloads (goharvest's `MaxInFlightRecords`).
+pub const WINDOW: usize = 1000;
 
 fn keys(n: usize) -> Vec<Vec<u8>> {
     (0..n)
@@ -103,6 +118,9 @@ pub fn run(name: &str, n: usize) -> Option<u64> {
         "route" => route(n) as u64,
         "histogram" => histogram(n),
         "headers" => headers(n) as u64,
+        "keys" => pipeline::shard_cycle(n, 1000, WINDOW, &pipeline::Shared::new(WINDOW)),
+        "hot_keys" => pipeline::shard_cycle(n, 4, WINDOW, &pipeline::Shared::new(WINDOW)),
+        "purge_batch" => pipeline::purge_batches(n, 1000),
         "verifier" => verifier(n),
         "envelope" => envelope(n),
         _ => return None,

@@ -1,0 +1,371 @@
+//! A shard's per-key ordering state, kept apart from its I/O.
+//!
+//! Per-key causal order rests on this structure alone: each key's rows wait in a queue sorted by
+//! id, only the front may be in flight, and a key whose rows were reset stays blocked until those
+//! rows come back from the marker. Holding it free of channels, producers and the clock makes it
+//! testable on its own and measurable by the micro-benchmarks (`bench::hotpaths`), which is why it
+//! is public; embedding the harvester never needs it.
+//!
+//! It is owned by one shard task, so nothing here locks: keys are partitioned across shards by
+//! hash, and the only state shared between shards is the permit semaphore and the counters.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::outbox::OutboxRecord;
+
+/// A record key (`None` for keyless records, which all share one queue).
+pub type Key = Option<Vec<u8>>;
+
+/// Where a held record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Waiting behind the key's front, or for the key to unblock.
+    Queued,
+    /// Handed to the producer; a report is due.
+    Sent,
+    /// Acknowledged (or bound for quarantine); waiting for the purger.
+    Purging,
+}
+
+/// A record the shard holds.
+#[derive(Debug)]
+pub struct Held {
+    pub record: OutboxRecord,
+    pub state: State,
+    /// When the record was handed to the producer (for the publish latency).
+    pub sent_at: Option<Instant>,
+}
+
+/// A key whose rows were reset: nothing of it is sent until these ids are marked again.
+#[derive(Debug)]
+struct Blocked {
+    awaiting: HashSet<i64>,
+    since: Instant,
+}
+
+/// What [`KeyQueues::admit`] did with a record.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admitted {
+    /// The row is already held (re-marked under a fresh leader id): drop this copy.
+    Duplicate,
+    /// Queued under `key`; `new_key` when the key had nothing held before.
+    Queued { key: Key, new_key: bool },
+}
+
+/// What [`KeyQueues::finish`] did with a row the purger is done with.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Finished {
+    /// Not held (already reset or dropped).
+    NotHeld,
+    /// The key has nothing left.
+    KeyEmpty,
+    /// The key has more rows: its new front may go.
+    Next(Key),
+}
+
+/// Per-key id-ordered queues of one shard, with the id index and the blocked keys.
+#[derive(Debug, Default)]
+pub struct KeyQueues {
+    queues: HashMap<Key, VecDeque<Held>>,
+    /// Row id -> key, for every row held.
+    index: HashMap<i64, Key>,
+    blocked: HashMap<Key, Blocked>,
+}
+
+impl KeyQueues {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rows held.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Keys with at least one row held.
+    pub fn keys(&self) -> usize {
+        self.queues.len()
+    }
+
+    pub fn contains(&self, id: i64) -> bool {
+        self.index.contains_key(&id)
+    }
+
+    pub fn key_of(&self, id: i64) -> Option<&Key> {
+        self.index.get(&id)
+    }
+
+    /// Queues a marked record in id order within its key.
+    pub fn admit(&mut self, record: OutboxRecord) -> Admitted {
+        match self.index.entry(record.id) {
+            Entry::Occupied(_) => return Admitted::Duplicate,
+            Entry::Vacant(v) => {
+                v.insert(record.key.clone());
+            }
+        }
+        let key = record.key.clone();
+        if !self.blocked.is_empty() {
+            if let Some(b) = self.blocked.get_mut(&key) {
+                b.awaiting.remove(&record.id);
+            }
+        }
+        let mut new_key = false;
+        let queue = self.queues.entry(key.clone()).or_insert_with(|| {
+            new_key = true;
+            VecDeque::with_capacity(1)
+        });
+        // Rows coming back after a reset sort before later rows of the key that arrived while
+        // it was blocked. Usually the row is the newest, so check the back first and only
+        // search otherwise.
+        let at = match queue.back() {
+            Some(last) if last.record.id > record.id => queue
+                .iter()
+                .position(|h| h.state == State::Queued && h.record.id > record.id)
+                .unwrap_or(queue.len()),
+            _ => queue.len(),
+        };
+        queue.insert(
+            at,
+            Held {
+                record,
+                state: State::Queued,
+                sent_at: None,
+            },
+        );
+        Admitted::Queued { key, new_key }
+    }
+
+    /// The key's front, if it may be sent now: queued, and the key not blocked (a block whose
+    /// rows have all come back is lifted here).
+    pub fn sendable(&mut self, key: &Key) -> Option<&mut Held> {
+        if !self.blocked.is_empty() {
+            if let Some(b) = self.blocked.get(key) {
+                if !b.awaiting.is_empty() {
+                    return None;
+                }
+                self.blocked.remove(key);
+            }
+        }
+        self.queues
+            .get_mut(key)
+            .and_then(|q| q.front_mut())
+            .filter(|front| front.state == State::Queued)
+    }
+
+    /// The held record with this id.
+    pub fn held_mut(&mut self, id: i64) -> Option<&mut Held> {
+        let key = self.index.get(&id)?;
+        self.queues
+            .get_mut(key)?
+            .iter_mut()
+            .find(|h| h.record.id == id)
+    }
+
+    /// Drops the key's rows and blocks the key until they are admitted again; returns their ids
+    /// (for the reset statement), or `None` when the key holds nothing.
+    pub fn reset(&mut self, key: &Key) -> Option<Vec<i64>> {
+        let queue = self.queues.remove(key)?;
+        let ids: Vec<i64> = queue.iter().map(|h| h.record.id).collect();
+        for id in &ids {
+            self.index.remove(id);
+        }
+        let blocked = self.blocked.entry(key.clone()).or_insert_with(|| Blocked {
+            awaiting: HashSet::new(),
+            since: Instant::now(),
+        });
+        blocked.awaiting.extend(ids.iter().copied());
+        blocked.since = Instant::now();
+        Some(ids)
+    }
+
+    /// Forgets a row the purger is done with (deleted, quarantined or no longer ours). Every
+    /// outcome but [`Finished::NotHeld`] means a row left the pipeline.
+    pub fn finish(&mut self, id: i64) -> Finished {
+        let Some(key) = self.index.remove(&id) else {
+            return Finished::NotHeld;
+        };
+        let Some(queue) = self.queues.get_mut(&key) else {
+            // Unreachable (index and queues change together); the row still leaves.
+            debug_assert!(false, "row {id} indexed without a queue");
+            return Finished::KeyEmpty;
+        };
+        // The front, nearly always (a key's rows finish in order); otherwise a quarantined or
+        // acknowledged row further back.
+        if queue.front().is_some_and(|h| h.record.id == id) {
+            queue.pop_front();
+        } else {
+            queue.retain(|h| h.record.id != id);
+        }
+        if queue.is_empty() {
+            self.queues.remove(&key);
+            Finished::KeyEmpty
+        } else {
+            Finished::Next(key)
+        }
+    }
+
+    /// Unblocks keys whose reset rows have not come back within `patience` (the caller forces a
+    /// full re-mark) and returns them.
+    pub fn unblock_stale(&mut self, patience: Duration) -> Vec<Key> {
+        let stale: Vec<Key> = self
+            .blocked
+            .iter()
+            .filter(|(_, b)| !b.awaiting.is_empty() && b.since.elapsed() > patience)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &stale {
+            self.blocked.remove(key);
+        }
+        stale
+    }
+
+    /// Drops every row never sent (on drain they stay marked for the next leader); returns how
+    /// many rows were dropped and how many keys were left with nothing.
+    pub fn drop_queued(&mut self) -> (usize, usize) {
+        let mut dropped = Vec::new();
+        for queue in self.queues.values_mut() {
+            queue.retain(|h| {
+                let keep = h.state != State::Queued;
+                if !keep {
+                    dropped.push(h.record.id);
+                }
+                keep
+            });
+        }
+        let before = self.queues.len();
+        self.queues.retain(|_, q| !q.is_empty());
+        for id in &dropped {
+            self.index.remove(id);
+        }
+        (dropped.len(), before - self.queues.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(id: i64, key: &str) -> OutboxRecord {
+        OutboxRecord {
+            id,
+            topic: "t".into(),
+            key: Some(key.as_bytes().to_vec()),
+            value: None,
+            headers: Vec::new(),
+            partition: None,
+            timestamp_ms: None,
+            create_time: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+        }
+    }
+
+    fn k(s: &str) -> Key {
+        Some(s.as_bytes().to_vec())
+    }
+
+    fn send(q: &mut KeyQueues, key: &str) -> Option<i64> {
+        let h = q.sendable(&k(key))?;
+        h.state = State::Sent;
+        Some(h.record.id)
+    }
+
+    #[test]
+    fn only_the_front_of_a_key_goes_and_the_next_after_finish() {
+        let mut q = KeyQueues::new();
+        assert_eq!(
+            q.admit(rec(1, "a")),
+            Admitted::Queued {
+                key: k("a"),
+                new_key: true
+            }
+        );
+        assert_eq!(
+            q.admit(rec(2, "a")),
+            Admitted::Queued {
+                key: k("a"),
+                new_key: false
+            }
+        );
+        q.admit(rec(3, "b"));
+        assert_eq!(send(&mut q, "a"), Some(1));
+        assert_eq!(send(&mut q, "a"), None, "front already sent");
+        assert_eq!(send(&mut q, "b"), Some(3), "other keys are not blocked");
+        q.held_mut(1).unwrap().state = State::Purging;
+        assert_eq!(q.finish(1), Finished::Next(k("a")));
+        assert_eq!(send(&mut q, "a"), Some(2));
+        assert_eq!(q.finish(2), Finished::KeyEmpty);
+        assert_eq!(q.finish(2), Finished::NotHeld);
+        assert_eq!((q.len(), q.keys()), (1, 1));
+    }
+
+    #[test]
+    fn a_row_behind_the_front_can_finish_too() {
+        let mut q = KeyQueues::new();
+        for id in 1..=3 {
+            q.admit(rec(id, "a"));
+        }
+        assert_eq!(q.finish(2), Finished::Next(k("a")));
+        assert_eq!(send(&mut q, "a"), Some(1));
+        q.finish(1);
+        assert_eq!(send(&mut q, "a"), Some(3));
+        assert_eq!(q.finish(3), Finished::KeyEmpty);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_re_marked_row_is_a_duplicate() {
+        let mut q = KeyQueues::new();
+        q.admit(rec(1, "a"));
+        assert_eq!(q.admit(rec(1, "a")), Admitted::Duplicate);
+        assert_eq!(q.len(), 1);
+    }
+
+    #[test]
+    fn a_reset_key_is_blocked_until_its_rows_return_and_they_go_first() {
+        let mut q = KeyQueues::new();
+        q.admit(rec(1, "a"));
+        q.admit(rec(2, "a"));
+        assert_eq!(send(&mut q, "a"), Some(1));
+        assert_eq!(q.reset(&k("a")), Some(vec![1, 2]));
+        assert!(q.is_empty());
+        // A later row of the key arrives from an earlier mark before the reset rows return.
+        q.admit(rec(5, "a"));
+        assert_eq!(send(&mut q, "a"), None, "blocked while 1 and 2 are away");
+        q.admit(rec(2, "a"));
+        assert_eq!(send(&mut q, "a"), None, "still waiting for 1");
+        q.admit(rec(1, "a"));
+        assert_eq!(send(&mut q, "a"), Some(1), "reset rows sort before 5");
+        q.finish(1);
+        assert_eq!(send(&mut q, "a"), Some(2));
+        q.finish(2);
+        assert_eq!(send(&mut q, "a"), Some(5));
+    }
+
+    #[test]
+    fn stale_blocks_are_lifted_and_reported() {
+        let mut q = KeyQueues::new();
+        q.admit(rec(1, "a"));
+        q.reset(&k("a"));
+        assert!(q.unblock_stale(Duration::from_secs(60)).is_empty());
+        assert_eq!(q.unblock_stale(Duration::ZERO), vec![k("a")]);
+        q.admit(rec(7, "a"));
+        assert_eq!(send(&mut q, "a"), Some(7));
+    }
+
+    #[test]
+    fn drop_queued_keeps_what_is_in_flight() {
+        let mut q = KeyQueues::new();
+        q.admit(rec(1, "a"));
+        q.admit(rec(2, "a"));
+        q.admit(rec(3, "b"));
+        send(&mut q, "a");
+        assert_eq!(q.drop_queued(), (2, 1));
+        assert!(q.contains(1) && !q.contains(2) && !q.contains(3));
+        assert_eq!(q.keys(), 1);
+    }
+}
