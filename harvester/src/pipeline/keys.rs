@@ -9,8 +9,9 @@
 //! It is owned by one shard task, so nothing here locks: keys are partitioned across shards by
 //! hash, and the only state shared between shards is the permit semaphore and the counters.
 
-use std::collections::hash_map::Entry;
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher;
 use std::time::{Duration, Instant};
 
 use crate::outbox::OutboxRecord;
@@ -66,19 +67,34 @@ pub enum Finished {
 }
 
 /// Per-key id-ordered queues of one shard, with the id index and the blocked keys.
-#[derive(Debug, Default)]
-pub struct KeyQueues {
-    queues: HashMap<Key, VecDeque<Held>>,
+///
+/// `S` hashes keys and ids: the default, randomly seeded, resists keys chosen to collide; the
+/// instruction-count gate uses a fixed seed so that its counts repeat exactly.
+#[derive(Debug)]
+pub struct KeyQueues<S = RandomState> {
+    queues: HashMap<Key, VecDeque<Held>, S>,
     /// Row id -> key, for every row held.
-    index: HashMap<i64, Key>,
-    blocked: HashMap<Key, Blocked>,
+    index: HashMap<i64, Key, S>,
+    blocked: HashMap<Key, Blocked, S>,
+}
+
+impl<S: BuildHasher + Default> Default for KeyQueues<S> {
+    fn default() -> Self {
+        KeyQueues {
+            queues: HashMap::default(),
+            index: HashMap::default(),
+            blocked: HashMap::default(),
+        }
+    }
 }
 
 impl KeyQueues {
     pub fn new() -> Self {
         Self::default()
     }
+}
 
+impl<S: BuildHasher + Default> KeyQueues<S> {
     /// Rows held.
     pub fn len(&self) -> usize {
         self.index.len()
@@ -103,22 +119,18 @@ impl KeyQueues {
 
     /// Queues a marked record in id order within its key.
     pub fn admit(&mut self, record: OutboxRecord) -> Admitted {
-        match self.index.entry(record.id) {
-            Entry::Occupied(_) => return Admitted::Duplicate,
-            Entry::Vacant(v) => {
-                v.insert(record.key.clone());
-            }
+        if self.index.contains_key(&record.id) {
+            return Admitted::Duplicate;
         }
         let key = record.key.clone();
-        if !self.blocked.is_empty() {
-            if let Some(b) = self.blocked.get_mut(&key) {
-                b.awaiting.remove(&record.id);
-            }
+        self.index.insert(record.id, key.clone());
+        if let Some(b) = self.blocked.get_mut(&key) {
+            b.awaiting.remove(&record.id);
         }
         let mut new_key = false;
         let queue = self.queues.entry(key.clone()).or_insert_with(|| {
             new_key = true;
-            VecDeque::with_capacity(1)
+            VecDeque::new()
         });
         // Rows coming back after a reset sort before later rows of the key that arrived while
         // it was blocked. Usually the row is the newest, so check the back first and only
@@ -144,13 +156,11 @@ impl KeyQueues {
     /// The key's front, if it may be sent now: queued, and the key not blocked (a block whose
     /// rows have all come back is lifted here).
     pub fn sendable(&mut self, key: &Key) -> Option<&mut Held> {
-        if !self.blocked.is_empty() {
-            if let Some(b) = self.blocked.get(key) {
-                if !b.awaiting.is_empty() {
-                    return None;
-                }
-                self.blocked.remove(key);
+        if let Some(b) = self.blocked.get(key) {
+            if !b.awaiting.is_empty() {
+                return None;
             }
+            self.blocked.remove(key);
         }
         self.queues
             .get_mut(key)
@@ -195,13 +205,7 @@ impl KeyQueues {
             debug_assert!(false, "row {id} indexed without a queue");
             return Finished::KeyEmpty;
         };
-        // The front, nearly always (a key's rows finish in order); otherwise a quarantined or
-        // acknowledged row further back.
-        if queue.front().is_some_and(|h| h.record.id == id) {
-            queue.pop_front();
-        } else {
-            queue.retain(|h| h.record.id != id);
-        }
+        queue.retain(|h| h.record.id != id);
         if queue.is_empty() {
             self.queues.remove(&key);
             Finished::KeyEmpty
