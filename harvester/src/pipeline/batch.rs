@@ -5,8 +5,6 @@
 //! task, so it is kept apart from the SQL to be measured on its own (`bench::hotpaths`); it is
 //! public for that reason only.
 
-use std::collections::HashMap;
-
 /// A row to quarantine, with the shard waiting for it (if any) and the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quarantine {
@@ -72,12 +70,16 @@ impl PurgeBatch {
     /// The acknowledged ids grouped by shard, in arrival order within a shard; shards without
     /// rows are left out. Every ack's shard must be below `shards`.
     pub fn acks_by_shard(&mut self, shards: usize) -> Vec<(usize, Vec<i64>)> {
-        let _ = shards;
-        let mut per_shard: HashMap<usize, Vec<i64>> = HashMap::new();
+        // Indexed by shard rather than hashed: shards are few and dense.
+        let mut per_shard: Vec<Vec<i64>> = vec![Vec::new(); shards];
         for (shard, id) in self.acks.drain(..) {
-            per_shard.entry(shard).or_default().push(id);
+            per_shard[shard].push(id);
         }
-        per_shard.into_iter().collect()
+        per_shard
+            .into_iter()
+            .enumerate()
+            .filter(|(_, ids)| !ids.is_empty())
+            .collect()
     }
 }
 
@@ -94,8 +96,7 @@ mod tests {
         b.reset(vec![9]);
         assert!(b.is_full(6) && !b.is_full(7));
         assert_eq!(b.ack_ids(), vec![1, 2, 3, 4, 5]);
-        let mut groups = b.acks_by_shard(4);
-        groups.sort();
+        let groups = b.acks_by_shard(4);
         assert_eq!(
             groups,
             vec![(0, vec![1, 3]), (1, vec![4]), (2, vec![2, 5])],

@@ -9,6 +9,7 @@
 //! It is owned by one shard task, so nothing here locks: keys are partitioned across shards by
 //! hash, and the only state shared between shards is the permit semaphore and the counters.
 
+use std::collections::hash_map::Entry;
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
@@ -119,13 +120,17 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
 
     /// Queues a marked record in id order within its key.
     pub fn admit(&mut self, record: OutboxRecord) -> Admitted {
-        if self.index.contains_key(&record.id) {
-            return Admitted::Duplicate;
+        match self.index.entry(record.id) {
+            Entry::Occupied(_) => return Admitted::Duplicate,
+            Entry::Vacant(v) => {
+                v.insert(record.key.clone());
+            }
         }
         let key = record.key.clone();
-        self.index.insert(record.id, key.clone());
-        if let Some(b) = self.blocked.get_mut(&key) {
-            b.awaiting.remove(&record.id);
+        if !self.blocked.is_empty() {
+            if let Some(b) = self.blocked.get_mut(&key) {
+                b.awaiting.remove(&record.id);
+            }
         }
         let mut new_key = false;
         let queue = self.queues.entry(key.clone()).or_insert_with(|| {
@@ -156,11 +161,13 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
     /// The key's front, if it may be sent now: queued, and the key not blocked (a block whose
     /// rows have all come back is lifted here).
     pub fn sendable(&mut self, key: &Key) -> Option<&mut Held> {
-        if let Some(b) = self.blocked.get(key) {
-            if !b.awaiting.is_empty() {
-                return None;
+        if !self.blocked.is_empty() {
+            if let Some(b) = self.blocked.get(key) {
+                if !b.awaiting.is_empty() {
+                    return None;
+                }
+                self.blocked.remove(key);
             }
-            self.blocked.remove(key);
         }
         self.queues
             .get_mut(key)
@@ -205,7 +212,13 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
             debug_assert!(false, "row {id} indexed without a queue");
             return Finished::KeyEmpty;
         };
-        queue.retain(|h| h.record.id != id);
+        // The front, nearly always (a key's rows finish in order); otherwise a quarantined or
+        // acknowledged row further back.
+        if queue.front().is_some_and(|h| h.record.id == id) {
+            queue.pop_front();
+        } else {
+            queue.retain(|h| h.record.id != id);
+        }
         if queue.is_empty() {
             self.queues.remove(&key);
             Finished::KeyEmpty
