@@ -9,7 +9,6 @@
 //! It is owned by one shard task, so nothing here locks: keys are partitioned across shards by
 //! hash, and the only state shared between shards is the permit semaphore and the counters.
 
-use std::collections::hash_map::Entry;
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
@@ -120,13 +119,11 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
 
     /// Queues a marked record in id order within its key.
     pub fn admit(&mut self, record: OutboxRecord) -> Admitted {
-        match self.index.entry(record.id) {
-            Entry::Occupied(_) => return Admitted::Duplicate,
-            Entry::Vacant(v) => {
-                v.insert(record.key.clone());
-            }
+        if self.index.contains_key(&record.id) {
+            return Admitted::Duplicate;
         }
         let key = record.key.clone();
+        self.index.insert(record.id, key.clone());
         if !self.blocked.is_empty() {
             if let Some(b) = self.blocked.get_mut(&key) {
                 b.awaiting.remove(&record.id);
