@@ -4,5 +4,6 @@
 # profile is `quick`; extra arguments go to `bench run`, e.g. `scripts/bench.sh --profile full`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-cargo build --release -p harvester --bin reaper -p bench --bin bench
+scripts/services.sh tools
+cargo build --release -p harvester --features harvester/cli --bin reaper -p bench --bin bench
 exec scripts/with-services.sh target/release/bench run "$@"

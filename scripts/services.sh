@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# Provision the services tests and benchmarks need: Postgres and a Kafka-protocol broker.
+# Provision the services tests and benchmarks need: Postgres, a Kafka-protocol broker, and the
+# coordination servers the electors use (NATS with JetStream, ZooKeeper, etcd).
 #
-#   scripts/services.sh up      start (or find) both; idempotent; writes .state/services.env
+#   scripts/services.sh up      start (or find) them all; idempotent; writes .state/services.env
 #   scripts/services.sh down    stop only what `up` started
 #   scripts/services.sh env     print the export lines for the current services
+#   scripts/services.sh tools   install what builds need beyond cargo (protoc, for etcd-client)
 #   scripts/services.sh private up|restart|down DIR PORT
-#                               a private cluster of the caller's own (the benchmark's
+#                               a private Postgres cluster of the caller's own (the benchmark's
 #                               pg-restart scenario restarts it; never the shared server)
+#   scripts/services.sh private-nats|private-zookeeper|private-etcd up|down DIR PORT
+#                               a private server of the caller's own, for tests that stop and
+#                               restart it (never the shared one); `up` prints its address
 #
 # Postgres: $DATABASE_URL if reachable, else the local server on 127.0.0.1:5432 (started with
 # pg_ctlcluster if it is installed but down), else a private cluster under .state/pg made with
 # Debian's initdb/pg_ctl (installing the postgresql package when absent).
 # Kafka: $KAFKA_BROKERS if set, else the embedded broker (librdkafka mock cluster) in its own
 # long-lived process, so harvester processes can be killed while the broker lives on.
+# NATS: $NATS_URL if it answers with JetStream, else the local server on 127.0.0.1:4222 if it
+# has JetStream, else a private nats-server (port 14222, data under .state/nats).
+# ZooKeeper: $ZOOKEEPER_ADDR if it answers `ruok`, else a private ZooKeeperServerMain from
+# Debian's zookeeper package (port 21810, .state/zookeeper). etcd: $ETCD_ENDPOINTS if healthy,
+# else a private etcd from Debian's etcd-server (port 23790, .state/etcd). Packages are
+# installed with apt when absent.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,6 +34,168 @@ LOCAL_URL=${HARVEST_LOCAL_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 mkdir -p "$STATE"
 
 say() { echo "services: $*" >&2; }
+
+APT_UPDATED=0
+apt_install() { # apt_install PACKAGE...
+  export DEBIAN_FRONTEND=noninteractive
+  if [ "$APT_UPDATED" = 0 ]; then apt-get update -qq >/dev/null; APT_UPDATED=1; fi
+  say "installing $* (apt)"
+  apt-get install -y -qq "$@" >/dev/null
+}
+
+cmd_tools() {
+  command -v protoc >/dev/null 2>&1 || apt_install protobuf-compiler
+}
+
+# tcp_line HOST PORT [SEND]: the first line a server says (after SEND, if given), or nothing.
+tcp_line() {
+  timeout 3 bash -c 'exec 3<>/dev/tcp/$0/$1 || exit 1; [ -n "$2" ] && printf "%s" "$2" >&3; head -n 1 <&3' \
+    "$1" "$2" "${3:-}" 2>/dev/null || true
+}
+
+nats_has_jetstream() { # nats_has_jetstream HOST:PORT
+  tcp_line "${1%:*}" "${1##*:}" | grep -q '"jetstream":true'
+}
+
+zk_ok() { [ "$(tcp_line "${1%:*}" "${1##*:}" ruok)" = imok ]; }
+
+etcd_ok() { # etcd_ok http://HOST:PORT (plain bash: no curl needed)
+  local hostport=${1#*://}; hostport=${hostport%%/*}
+  timeout 3 bash -c 'exec 3<>/dev/tcp/$0/$1 || exit 1; printf "GET /health HTTP/1.0\r\n\r\n" >&3; cat <&3' \
+    "${hostport%:*}" "${hostport##*:}" 2>/dev/null | grep -q '"health":"true"'
+}
+
+wait_until() { # wait_until SECONDS COMMAND...
+  local deadline=$((SECONDS + $1)); shift
+  until "$@"; do
+    [ "$SECONDS" -ge "$deadline" ] && return 1
+    sleep 0.2
+  done
+}
+
+# A background server of ours: start_daemon NAME PIDFILE LOG COMMAND...
+start_daemon() {
+  local name=$1 pidfile=$2 log=$3; shift 3
+  nohup "$@" >"$log" 2>&1 &
+  echo $! > "$pidfile"
+  say "$name: started (pid $(cat "$pidfile"))"
+}
+
+stop_daemon() { # stop_daemon NAME PIDFILE
+  local pid; pid=$(cat "$2" 2>/dev/null || true)
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    say "$1: stopping (pid $pid)"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$2"
+}
+
+# private_nats up|down DIR PORT: nats-server with JetStream on 127.0.0.1:PORT, data in DIR.
+private_nats() {
+  local action=$1 dir=$2 port=$3
+  case "$action" in
+    up)
+      command -v nats-server >/dev/null 2>&1 || apt_install nats-server
+      mkdir -p "$dir"
+      if ! nats_has_jetstream "127.0.0.1:$port"; then
+        start_daemon "nats ($port)" "$dir/pid" "$dir/nats.log" \
+          nats-server -a 127.0.0.1 -p "$port" -js -sd "$dir/js"
+        wait_until 20 nats_has_jetstream "127.0.0.1:$port" \
+          || { say "nats did not come up; see $dir/nats.log"; cat "$dir/nats.log" >&2; exit 1; }
+      fi
+      echo "nats://127.0.0.1:$port" ;;
+    down) stop_daemon "nats ($port)" "$dir/pid" ;;
+  esac
+}
+
+# private_zookeeper up|down DIR PORT: a standalone ZooKeeper on 127.0.0.1:PORT, data in DIR.
+private_zookeeper() {
+  local action=$1 dir=$2 port=$3
+  case "$action" in
+    up)
+      [ -f /usr/share/java/zookeeper.jar ] || apt_install zookeeper
+      mkdir -p "$dir/data"
+      if ! zk_ok "127.0.0.1:$port"; then
+        # Sessions from 1 s (2 ticks) to 60 s, so tests can use short ones.
+        cat > "$dir/zoo.cfg" <<CFG
+tickTime=500
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr
+minSessionTimeout=1000
+maxSessionTimeout=60000
+CFG
+        start_daemon "zookeeper ($port)" "$dir/pid" "$dir/zookeeper.log" \
+          java -Xmx256m -cp /usr/share/java/zookeeper.jar:/etc/zookeeper/conf_example \
+          org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg"
+        wait_until 60 zk_ok "127.0.0.1:$port" \
+          || { say "zookeeper did not come up; see $dir/zookeeper.log"; tail -20 "$dir/zookeeper.log" >&2; exit 1; }
+      fi
+      echo "127.0.0.1:$port" ;;
+    down) stop_daemon "zookeeper ($port)" "$dir/pid" ;;
+  esac
+}
+
+# private_etcd up|down DIR PORT: a one-member etcd serving clients on 127.0.0.1:PORT (peers on
+# PORT+10), data in DIR.
+private_etcd() {
+  local action=$1 dir=$2 port=$3
+  local url=http://127.0.0.1:$port peer=http://127.0.0.1:$((port + 10))
+  case "$action" in
+    up)
+      command -v etcd >/dev/null 2>&1 || apt_install etcd-server
+      mkdir -p "$dir"
+      if ! etcd_ok "$url"; then
+        start_daemon "etcd ($port)" "$dir/pid" "$dir/etcd.log" \
+          etcd --name harvest --data-dir "$dir/data" \
+          --listen-client-urls "$url" --advertise-client-urls "$url" \
+          --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+          --initial-cluster "harvest=$peer"
+        wait_until 30 etcd_ok "$url" \
+          || { say "etcd did not come up; see $dir/etcd.log"; tail -20 "$dir/etcd.log" >&2; exit 1; }
+      fi
+      echo "$url" ;;
+    down) stop_daemon "etcd ($port)" "$dir/pid" ;;
+  esac
+}
+
+nats_up() {
+  if [ -n "${NATS_URL:-}" ]; then
+    local hostport=${NATS_URL#*://}; hostport=${hostport##*@}
+    if nats_has_jetstream "$hostport"; then say "nats: using NATS_URL"; return; fi
+    say "nats: NATS_URL=$NATS_URL does not answer with JetStream; trying the local server"
+  fi
+  if nats_has_jetstream 127.0.0.1:4222; then
+    say "nats: using the local server on 127.0.0.1:4222 (JetStream on)"
+    NATS_URL=nats://127.0.0.1:4222; return
+  fi
+  NATS_URL=$(private_nats up "$STATE/nats" "${HARVEST_NATS_PORT:-14222}")
+  [ -f "$STATE/nats/pid" ] && echo started > "$STATE/nats.started"
+}
+
+zookeeper_up() {
+  if [ -n "${ZOOKEEPER_ADDR:-}" ] && zk_ok "$ZOOKEEPER_ADDR"; then
+    say "zookeeper: using ZOOKEEPER_ADDR"; return
+  fi
+  local port=${HARVEST_ZK_PORT:-21810}
+  zk_ok "127.0.0.1:$port" && say "zookeeper: already running on $port"
+  ZOOKEEPER_ADDR=$(private_zookeeper up "$STATE/zookeeper" "$port")
+  [ -f "$STATE/zookeeper/pid" ] && echo started > "$STATE/zookeeper.started"
+}
+
+etcd_up() {
+  if [ -n "${ETCD_ENDPOINTS:-}" ] && etcd_ok "${ETCD_ENDPOINTS%%,*}"; then
+    say "etcd: using ETCD_ENDPOINTS"; return
+  fi
+  local port=${HARVEST_ETCD_PORT:-23790}
+  etcd_ok "http://127.0.0.1:$port" && say "etcd: already running on $port"
+  ETCD_ENDPOINTS=$(private_etcd up "$STATE/etcd" "$port")
+  [ -f "$STATE/etcd/pid" ] && echo started > "$STATE/etcd.started"
+}
 
 pg_reachable() {
   local url=$1
@@ -161,6 +334,9 @@ write_env() {
   {
     echo "export DATABASE_URL=$PG_URL"
     echo "export HARVEST_STATE_DIR=$STATE"
+    echo "export NATS_URL=$NATS_URL"
+    echo "export ZOOKEEPER_ADDR=$ZOOKEEPER_ADDR"
+    echo "export ETCD_ENDPOINTS=$ETCD_ENDPOINTS"
     if [ -n "${KAFKA_BROKERS:-}" ]; then
       echo "export KAFKA_BROKERS=$KAFKA_BROKERS"
     else
@@ -172,8 +348,12 @@ write_env() {
 }
 
 cmd_up() {
+  cmd_tools
   postgres_up
   broker_up
+  nats_up
+  zookeeper_up
+  etcd_up
   write_env
   say "ready: $(tr '\n' ' ' < "$ENV_FILE")"
 }
@@ -190,6 +370,12 @@ stop_broker() {
 }
 
 cmd_down() {
+  for kind in nats zookeeper etcd; do
+    if [ -f "$STATE/$kind.started" ]; then
+      stop_daemon "$kind" "$STATE/$kind/pid"
+      rm -f "$STATE/$kind.started"
+    fi
+  done
   if [ -f "$STATE/broker.started" ]; then
     stop_broker
     rm -f "$STATE/broker.started"
@@ -214,7 +400,11 @@ cmd_down() {
 case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
+  tools) cmd_tools ;;
   private) private_cluster "${2:?up|restart|down}" "${3:?data dir}" "${4:?port}" ;;
+  private-nats) private_nats "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
+  private-zookeeper) private_zookeeper "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
+  private-etcd) private_etcd "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
   env) [ -f "$ENV_FILE" ] && cat "$ENV_FILE" || { say "not up; run: $0 up"; exit 1; } ;;
-  *) echo "usage: $0 up|down|env|private up|restart|down DIR PORT" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|tools|private up|restart|down DIR PORT|private-nats|private-zookeeper|private-etcd up|down DIR PORT" >&2; exit 2 ;;
 esac

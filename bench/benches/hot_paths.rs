@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use bench::hotpaths::{self, pipeline, pipeline::Shared};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use harvester::outbox::{migrate, Shape, Statements, TableName};
-use harvester::pipeline::Stats;
+use harvester::outbox::{Shape, TableName};
+use harvester::stats::Stats;
+use harvester::store::postgres::{migrate, Statements};
 use sqlx::Row;
 
 fn cpu_paths(c: &mut Criterion) {

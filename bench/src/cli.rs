@@ -94,7 +94,16 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
         extra.push((k.to_owned(), v.to_owned()));
     }
     let broker = match &o.brokers {
-        Some(b) => Broker::external(b),
+        Some(b) => {
+            // A real cluster refuses the scenarios' short sessions: fit them, or fail now.
+            let scenarios: Vec<_> = file
+                .scenario
+                .iter()
+                .map(|(name, s)| (name.clone(), s.settings(&file.base)))
+                .collect();
+            crate::session::fit_to_cluster(b, &scenarios, &mut extra).await?;
+            Broker::external(b)
+        }
         None => Broker::discover()?,
     };
     let database_url = o
@@ -109,7 +118,7 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
     };
     if !reaper.exists() {
         return Err(bad(format!(
-            "no reaper binary at {}; build it with `cargo build --release -p harvester --bin reaper` or pass --reaper",
+            "no reaper binary at {}; build it with `cargo build --release -p harvester --features cli --bin reaper` or pass --reaper",
             reaper.display()
         )));
     }

@@ -33,6 +33,7 @@ pub mod receipts;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod session;
 pub mod tune;
 
 pub use error::BenchError;

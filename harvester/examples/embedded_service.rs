@@ -2,6 +2,10 @@
 //! record written in one transaction; the harvester runs in-process, serves `/metrics` and the
 //! probes, and stops gracefully on Ctrl-C (stop marking, drain, purge, leave the group).
 //!
+//! It wires the two ports by hand to show the seams: the outbox store (Postgres, reached the way
+//! the service's own pool reaches it, with connections of its own) and the elector (whatever
+//! `[leader]` names; NELI by default). `Harvester::connect(config)` does the same in one call.
+//!
 //! ```sh
 //! scripts/services.sh up && source .state/services.env
 //! KAFKA_BROKERS=$HARVEST_EMBEDDED_BOOTSTRAP cargo run -p harvester --example embedded_service
@@ -11,8 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harvester::config::{KafkaConfig, Limits};
-use harvester::outbox::{StashRecord, Stasher};
+use harvester::outbox::StashRecord;
+use harvester::store::postgres::PgStore;
 use harvester::{Config, Harvester};
+use sqlx::postgres::PgPoolOptions;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
@@ -23,7 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = Config {
         kafka: KafkaConfig::with_bootstrap(&brokers),
         database: harvester::config::DatabaseConfig {
-            url: database_url,
+            url: database_url.clone(),
             ..Default::default()
         },
         limits: Limits {
@@ -36,8 +42,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     };
     config.logging.init();
-    let harvester = Arc::new(Harvester::connect(config.clone()).await?);
-    let pool = harvester.pool().clone();
+
+    // The service's own pool, for its business transactions.
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect(&database_url)
+        .await?;
+    // Port 1, the outbox store: its own connections (statement timeout included), the
+    // service's connection options.
+    let store = PgStore::like_pool(&pool, &config.database, &config.outbox).await?;
+    let stasher = store.stasher();
+    // Port 2, the elector `[leader]` names.
+    let elector = config.leader.build(&config.kafka).await?;
+    let harvester = Arc::new(Harvester::new(config.clone(), Arc::new(store), elector).await?);
     sqlx::query("CREATE TABLE IF NOT EXISTS orders (id BIGSERIAL PRIMARY KEY, customer TEXT NOT NULL, total_cents BIGINT NOT NULL)")
         .execute(&pool)
         .await?;
@@ -53,7 +70,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     // The business: one order a second, its event in the same transaction.
-    let stasher = Stasher::new(&config.outbox.table);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     for n in 0u64.. {
         tokio::select! {

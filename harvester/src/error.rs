@@ -1,4 +1,11 @@
+//! The crate's one error type.
+//!
+//! Every variant names what was being attempted and keeps the cause as its `source`, so callers
+//! can match on the kind (`Error::Election { source, .. }` and then on `*source`) and printers
+//! can show the whole chain with [`chain`] instead of flattening causes into strings early.
+
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -51,13 +58,31 @@ pub enum Error {
         source: sqlx::Error,
     },
 
-    /// Applying the outbox migrations failed.
-    #[error("database: cannot apply outbox migrations")]
-    Migrate(#[source] sqlx::migrate::MigrateError),
+    /// A coordination service's client (NATS, ZooKeeper, etcd: the electors' servers) failed.
+    #[error("{system}: cannot {action}")]
+    Coordination {
+        system: &'static str,
+        action: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 
-    /// The elector failed and can no longer tell who leads.
-    #[error("leader election failed: {0}")]
-    Election(String),
+    /// The elector failed and can no longer tell who leads. `source` is why: match on it
+    /// (e.g. [`Error::Kafka`] when NELI's client could not be created, [`Error::Closed`] when
+    /// the elector stopped without saying why, [`Error::Injected`] from a test double).
+    #[error("leader election failed ({elector})")]
+    Election {
+        /// The elector's [`describe`](crate::election::Elector::describe).
+        elector: String,
+        #[source]
+        source: Arc<Error>,
+    },
+
+    /// A record cannot be written to the outbox as configured: nothing of the batch was written
+    /// (e.g. binary data, a missing key or an explicit partition for a goharvest table, whose
+    /// columns are text and which has no partition column).
+    #[error("cannot stash record {index} of the batch: {reason}")]
+    Unstashable { index: usize, reason: String },
 
     /// A pipeline stage failed unexpectedly.
     #[error("pipeline: {0}")]
@@ -78,6 +103,11 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+
+    /// A failure injected by a test double ([`crate::election::mock::MockElector::fail`], the
+    /// fault plans of [`crate::store::memory::MemoryStore`]).
+    #[error("injected failure: {0}")]
+    Injected(String),
 }
 
 impl Error {
@@ -88,11 +118,63 @@ impl Error {
         move |source| Error::Kafka { action, source }
     }
 
+    /// Maps a coordination client's error: `.map_err(Error::coordination("etcd", "grant a lease"))`.
+    #[allow(dead_code)] // used by the electors behind the nats, zookeeper and etcd features
+    pub(crate) fn coordination<E>(
+        system: &'static str,
+        action: impl Into<String>,
+    ) -> impl FnOnce(E) -> Error
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let action = action.into();
+        move |source| Error::Coordination {
+            system,
+            action,
+            source: Box::new(source),
+        }
+    }
+
     pub(crate) fn db(action: impl Into<String>) -> impl FnOnce(sqlx::Error) -> Error {
         let action = action.into();
         move |source| Error::Database { action, source }
     }
 }
 
+/// An error and its causes on one line, `outer: cause: root cause`, for logs and exit messages.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn election_errors_keep_a_matchable_cause_and_print_the_chain() {
+        let e = Error::Election {
+            elector: "mock elector".into(),
+            source: Arc::new(Error::Injected("boom".into())),
+        };
+        match &e {
+            Error::Election { source, .. } => {
+                assert!(matches!(source.as_ref(), Error::Injected(m) if m == "boom"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            chain(&e),
+            "leader election failed (mock elector): injected failure: boom"
+        );
+    }
+}

@@ -1,4 +1,9 @@
-//! The harvester: an elector plus, for each leadership term, a pipeline.
+//! The harvester: an elector plus, for each leadership term, a pipeline over a store.
+//!
+//! It holds the two ports as trait objects, an `Arc<dyn Elector>` and an `Arc<dyn OutboxStore>`,
+//! so [`Harvester::connect`] (both built from the config), [`Harvester::new`] (both the
+//! caller's) and [`Harvester::with_elector`] (a caller's elector and Postgres pool) differ only in
+//! where the two come from.
 //!
 //! It reacts to election events: `Acquired` starts a pipeline for the term (its first leader id
 //! is the term id); `Fenced` cuts it at once; `Revoked` stops marking, drains and purges, then
@@ -10,19 +15,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{Executor, PgPool};
+use sqlx::PgPool;
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::config::Config;
-use crate::election::neli::Neli;
 use crate::election::{ElectionEvent, Elector, Term};
 use crate::error::Error;
-use crate::outbox::{migrate, Statements};
-use crate::pipeline::{run_term, ShardProducer, Stats, StatsSnapshot, TermContext};
+use crate::pipeline::{run_term, ShardProducer, TermContext};
+use crate::stats::{Stats, StatsSnapshot};
+use crate::store::postgres::PgStore;
+use crate::store::OutboxStore;
 use crate::Result;
 
 /// What happened to a harvester, for embedders (goharvest's events, plus a meter).
@@ -61,9 +66,8 @@ struct Status {
 #[derive(Debug)]
 pub struct Harvester {
     config: Config,
-    pool: PgPool,
+    store: Arc<dyn OutboxStore>,
     elector: Arc<dyn Elector>,
-    statements: Arc<Statements>,
     stats: Arc<Stats>,
     status: Arc<RwLock<Status>>,
     events: broadcast::Sender<HarvestEvent>,
@@ -77,56 +81,41 @@ struct RunningTerm {
     handle: JoinHandle<Result<()>>,
 }
 
-/// A connection pool with the harvester's statement timeout on every connection.
-pub async fn connect_pool(config: &Config) -> Result<PgPool> {
-    let timeout_ms = config.database.statement_timeout.as_millis();
-    PgPoolOptions::new()
-        .max_connections(config.database.max_connections)
-        .acquire_timeout(config.database.connect_timeout)
-        .after_connect(move |conn, _| {
-            Box::pin(async move {
-                conn.execute(format!("SET statement_timeout = {timeout_ms}").as_str())
-                    .await?;
-                Ok(())
-            })
-        })
-        .connect(&config.database.url)
-        .await
-        .map_err(Error::db(format!(
-            "connect to {}",
-            config.database.redacted_url()
-        )))
-}
-
 impl Harvester {
-    /// Validates `config`, connects to Postgres, applies migrations (if `database.migrate`),
-    /// and starts contending for leadership with NELI.
+    /// Validates `config`, connects the store `database.url` names, applies migrations (if
+    /// `database.migrate`), and starts contending for leadership with the elector `leader`
+    /// names.
     pub async fn connect(config: Config) -> Result<Self> {
         config.validate()?;
-        let pool = connect_pool(&config).await?;
-        let elector = Arc::new(Neli::start(&config.kafka, &config.leader)?);
-        Self::with_elector(config, pool, elector).await
+        let store = crate::store::connect(&config.database, &config.outbox).await?;
+        let elector = config.leader.build(&config.kafka).await?;
+        Self::new(config, store, elector).await
     }
 
-    /// A harvester with a pool and an elector of the caller's (e.g. [`crate::election::mock::MockElector`]).
-    pub async fn with_elector(
+    /// A harvester over a store and an elector of the caller's (any implementations of the two
+    /// ports: e.g. [`crate::store::memory::MemoryStore`] and
+    /// [`crate::election::mock::MockElector`] in tests). `config.database` and `config.leader`
+    /// are not used to build anything here; `database.migrate` still decides whether the
+    /// store's migrations run.
+    pub async fn new(
         config: Config,
-        pool: PgPool,
+        store: Arc<dyn OutboxStore>,
         elector: Arc<dyn Elector>,
     ) -> Result<Self> {
         config.validate()?;
-        let table = config.outbox.table.clone();
-        let quarantine = config.outbox.quarantine();
         if config.database.migrate {
-            migrate(&pool, &table, &quarantine, config.outbox.shape).await?;
+            store.migrate().await?;
         }
-        let statements = Arc::new(Statements::new(&table, &quarantine, config.outbox.shape));
+        tracing::info!(
+            store = %store.describe(),
+            elector = %elector.describe(),
+            "harvester ready"
+        );
         let (events, _) = broadcast::channel(1024);
         Ok(Harvester {
             config,
-            pool,
+            store,
             elector,
-            statements,
             stats: Arc::new(Stats::default()),
             status: Arc::new(RwLock::new(Status {
                 state: HarvesterState::Created,
@@ -136,6 +125,19 @@ impl Harvester {
             events,
             epochs: AtomicU64::new(0),
         })
+    }
+
+    /// A Postgres harvester that reaches the database the way `pool` does (URL, credentials,
+    /// TLS) with connections of its own, sized and statement-timed by `config.database` (see
+    /// [`PgStore::like_pool`]), and an elector of the caller's.
+    pub async fn with_elector(
+        config: Config,
+        pool: PgPool,
+        elector: Arc<dyn Elector>,
+    ) -> Result<Self> {
+        config.validate()?;
+        let store = PgStore::like_pool(&pool, &config.database, &config.outbox).await?;
+        Self::new(config, Arc::new(store), elector).await
     }
 
     /// Events from now on.
@@ -207,19 +209,14 @@ impl Harvester {
         }
     }
 
-    /// The rendered SQL statements for the configured table.
-    pub fn statements(&self) -> &Statements {
-        &self.statements
-    }
-
     /// The elector.
     pub fn elector(&self) -> &Arc<dyn Elector> {
         &self.elector
     }
 
-    /// The pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
+    /// The outbox store.
+    pub fn store(&self) -> &Arc<dyn OutboxStore> {
+        &self.store
     }
 
     /// The configuration.
@@ -254,7 +251,10 @@ impl Harvester {
                 // The elector failed (or was closed by someone else): stop leader work now.
                 ended = &mut elector_closed => {
                     self.stop(running.take(), true).await;
-                    break ended.and(Err(Error::Election("the elector closed unexpectedly".into())));
+                    break ended.and(Err(Error::Election {
+                        elector: self.elector.describe(),
+                        source: Arc::new(Error::Closed("the elector")),
+                    }));
                 }
                 event = events.recv() => match event {
                     None => break self.elector.closed().await,
@@ -301,7 +301,7 @@ impl Harvester {
         self.elector.close();
         // The elector's revoke barrier may fire while closing: acknowledge it (the pipeline is
         // already stopped) until the elector reports closed.
-        let bound = self.config.leader.resolve().revoke_timeout + Duration::from_secs(5);
+        let bound = self.config.leader.revoke_timeout() + Duration::from_secs(5);
         let closing = async {
             let closed = self.elector.closed();
             tokio::pin!(closed);
@@ -339,10 +339,7 @@ impl Harvester {
         self.status.write().leader_id = Some(generation);
         let limits = self.config.limits.clone();
         let ctx = Arc::new(TermContext {
-            pool: self.pool.clone(),
-            statements: Arc::clone(&self.statements),
-            shape: self.config.outbox.shape,
-            require_key: self.config.outbox.require_key,
+            store: Arc::clone(&self.store),
             permits: Arc::new(Semaphore::new(limits.max_in_flight_records)),
             limits,
             elector: Arc::clone(&self.elector),

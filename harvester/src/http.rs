@@ -1,5 +1,5 @@
 //! The HTTP endpoint operators and orchestrators probe: `/metrics` (Prometheus text),
-//! `/healthz` (the process answers), `/readyz` (Postgres and the broker answer) and `/leader`
+//! `/healthz` (the process answers), `/readyz` (the store and the broker answer) and `/leader`
 //! (200 only while this instance leads, for Kubernetes probes and load balancers).
 //!
 //! Four GET routes do not justify an HTTP framework in every embedder's build: this is a small
@@ -166,14 +166,9 @@ async fn route(
             if h.elector().state() != ElectorState::Live {
                 problems.push(format!("elector is {:?}", h.elector().state()));
             }
-            let db = tokio::time::timeout(
-                Duration::from_secs(2),
-                sqlx::query("SELECT 1").execute(h.pool()),
-            )
-            .await;
-            match db {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => problems.push(format!("database: {e}")),
+            match tokio::time::timeout(Duration::from_secs(2), h.store().ping()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => problems.push(crate::error::chain(&e)),
                 Err(_) => problems.push("database: no answer within 2s".into()),
             }
             let p = Arc::clone(probe);

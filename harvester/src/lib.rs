@@ -1,40 +1,115 @@
 //! # outbox harvester
 //!
-//! A service writes its business change and an outbox row in one Postgres transaction; the
+//! A service writes its business change and an outbox row in one database transaction; the
 //! harvester publishes outbox rows to Kafka **at least once**, in **per-key causal order**, and
 //! deletes each row once Kafka has acknowledged it.
 //!
-//! ## Architecture
-//! - **Election** ([`election`]): exactly one harvester of a group works at a time. NELI over
-//!   Kafka: the owner of partition 0 of the leader topic leads and fences itself when it stops
-//!   reading back its own heartbeats. Each term has a fresh id, the rows' `leader_id`.
-//! - **Pipeline** ([`pipeline`]): mark-purge/reset (goharvest's MP/R) as named stages joined by
-//!   bounded channels: the marker escrows rows in id order, N producer shards (idempotent
+//! ## Architecture: a core and two ports
+//! The core is goharvest's mark-purge/reset (MP/R) as a pipeline of named stages. It depends on
+//! two traits, never on a database or an election protocol:
+//!
+//! - **The outbox store** ([`store::OutboxStore`]): mark a batch for a leader id, purge, reset,
+//!   quarantine, wait for work, backlog, migrate, ping. The trait's docs are the contract every
+//!   store keeps (what is atomic, what is conditioned on the leader id, the order marks come
+//!   back in). Implementations, one folder each: [`store::postgres`] (production: sqlx, the
+//!   native or an unchanged goharvest table, `LISTEN/NOTIFY`, its stasher, SQL files and
+//!   migrations) and [`store::memory`] (in memory, with fault injection, for tests).
+//! - **The elector** ([`election::Elector`]): exactly one harvester of a group works at a time;
+//!   `is_leader()` is deadline-checked, each term has a fresh id (the rows' `leader_id`), and a
+//!   revocation carries a hand-off barrier. Implementations, one folder each:
+//!   [`election::neli`] (NELI over Kafka: the owner of partition 0 of the leader topic leads and
+//!   fences itself when it stops reading back its own heartbeats) and [`election::mock`] (for
+//!   tests). `[leader] kind = ...` in the config ([`config::LeaderConfig`]) picks one.
+//!
+//! Around them:
+//! - **Pipeline** (private): the marker escrows rows in id order, N producer shards (idempotent
 //!   producers, routed by key hash) keep one record per key in flight without blocking other
-//!   keys, and the purger deletes acknowledged rows in batches. Purge, reset and quarantine are
-//!   conditioned on this term's leader ids, so a stale leader cannot touch re-marked rows.
-//! - **Outbox** ([`outbox`]): the native table (bytes, headers, partition, timestamp) or an
-//!   unchanged goharvest table; numbered migrations; the [`outbox::Stasher`] for writing
-//!   records inside the caller's transaction; a quarantine for rows that can never publish.
-//! - **Harvester** ([`Harvester`]): one [`Config`], run with a `CancellationToken`; events,
-//!   state and counters for embedders.
+//!   keys, and the purger deletes acknowledged rows in batches, all conditioned on the term's
+//!   leader ids, so a stale leader cannot touch re-marked rows.
+//! - **Outbox** ([`outbox`]): what every store maps its rows onto: the record, poison rows (bound
+//!   for the quarantine), what a service stashes, the table's name and layout.
+//! - **Harvester** ([`Harvester`]): one [`Config`], the two ports, run with a
+//!   `CancellationToken`; events, state and counters ([`stats`]) for embedders.
 //! - **Observability** ([`metrics`], [`http`]): Prometheus metrics whose names are defined once
 //!   in [`metrics::names`], and an HTTP endpoint with `/metrics`, `/healthz`, `/readyz` and
 //!   `/leader` that embedders and the `reaper` sidecar serve alike.
+//! - **Leaves** ([`kafka`], `hash`, the error type): imported by the rest, importing none of
+//!   it. No two modules import each other, directly or around a circle (`tests/architecture.rs`
+//!   checks it).
 //!
 //! Correctness comes first: zero lost, zero reordered per key; duplicates happen only for records
 //! whose acknowledgement or purge was lost to a failure, at most one per key per failure.
+//!
+//! ## Using it
+//! From a config (the store from `database.url`, the elector from `[leader]`):
+//!
+//! ```no_run
+//! # async fn run() -> harvester::Result<()> {
+//! let config = harvester::Config {
+//!     kafka: harvester::config::KafkaConfig::with_bootstrap("kafka:9092"),
+//!     ..Default::default()
+//! };
+//! let harvester = harvester::Harvester::connect(config).await?;
+//! let cancel = tokio_util::sync::CancellationToken::new();
+//! harvester.run(cancel.clone()).await?; // cancel.cancel() drains, purges and leaves the group
+//! # Ok(()) }
+//! ```
+//!
+//! Or with both ports supplied, here an in-memory store and a mock elector (the same seams take
+//! a [`store::postgres::PgStore`] and the elector [`config::LeaderConfig::build`] returns):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use harvester::election::{mock::MockElector, Elector};
+//! use harvester::outbox::StashRecord;
+//! use harvester::store::{memory::MemoryStore, OutboxStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> harvester::Result<()> {
+//! let store = MemoryStore::new();
+//! store.insert(&[StashRecord::new("orders", "customer-1", "created")]);
+//! let elector = MockElector::new();
+//! let harvester = harvester::Harvester::new(
+//!     harvester::Config::default(),
+//!     Arc::new(store.clone()),
+//!     Arc::new(elector.clone()),
+//! )
+//! .await?;
+//! assert!(!harvester.is_leader());
+//! assert_eq!(harvester.store().backlog().await?.rows, 1);
+//! # Ok(()) }
+//! ```
+//!
+//! ## Features
+//! - `files`: `Config::from_file` and `Config::layered` (TOML, YAML, JSON, goharvest's reaper
+//!   YAML). `logging`: `LoggingConfig::init`, a `tracing` subscriber. `cli`: both, plus the
+//!   `reaper` and `elector` binaries. None is on by default: an embedder compiles no argument
+//!   parser, subscriber or file format it does not use.
+//! - `internals`: makes the pipeline's pure per-record structures public for the
+//!   micro-benchmarks; not for embedders.
 mod error;
+mod hash;
 
 pub mod config;
 pub mod election;
 pub mod events;
 mod harvester;
 pub mod http;
+pub mod kafka;
 pub mod metrics;
 pub mod outbox;
+#[cfg(feature = "internals")]
 pub mod pipeline;
+#[cfg(not(feature = "internals"))]
+mod pipeline;
+pub mod stats;
+pub mod store;
 
 pub use config::Config;
-pub use error::{ConfigProblem, Error, Result};
-pub use harvester::{connect_pool, HarvestEvent, Harvester, HarvesterHandle, HarvesterState};
+pub use error::{chain, ConfigProblem, Error, Result};
+pub use harvester::{HarvestEvent, Harvester, HarvesterHandle, HarvesterState};
+
+/// The README's Rust examples, compiled (and run, where they need no services) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExamples;

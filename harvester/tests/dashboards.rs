@@ -64,7 +64,7 @@ fn dashboards_use_only_defined_names() {
 async fn a_running_reaper_exports_every_name_the_dashboards_use() {
     let world = World::new("rdash", 1).await;
     world.migrate().await;
-    let config = world.reaper_config("");
+    let config = world.reaper_config(|_| {});
     let reaper = Reaper::spawn("r", &config).await;
     wait_for("the reaper leads", Duration::from_secs(30), || async {
         reaper.is_leader().await

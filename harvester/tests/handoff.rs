@@ -14,9 +14,10 @@ use testkit::wait_for;
 const MAX_IN_FLIGHT: usize = 200;
 
 fn write_config(world: &World) -> TempFile {
-    world.reaper_config(&format!(
-        "max_in_flight_records = {MAX_IN_FLIGHT}\nmark_query_records = 50"
-    ))
+    world.reaper_config(|l| {
+        l.max_in_flight_records = MAX_IN_FLIGHT;
+        l.mark_query_records = 50;
+    })
 }
 
 fn reaper(name: &str, config: &TempFile) -> Observed {

@@ -102,7 +102,7 @@ async fn produce_failures_are_retried_without_loss_or_reorder() {
         tokio::spawn(async move {
             let mut n = 0u64;
             while !stop.is_cancelled() {
-                let error = if n % 2 == 0 {
+                let error = if n.is_multiple_of(2) {
                     "INVALID_RECORD"
                 } else {
                     "NOT_LEADER_FOR_PARTITION"

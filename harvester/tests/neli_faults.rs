@@ -112,3 +112,105 @@ async fn produce_errors_fence_and_recover_with_assignment_kept() {
     neli.close();
     neli.closed().await.unwrap();
 }
+
+/// Sends forged heartbeats of another member to partition 0 of `topic` every 100 ms for `for_`.
+fn impersonate(bootstrap: &str, topic: &str, member: &str, generation: i32, for_: Duration) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    let until = Instant::now() + for_;
+    let term = uuid::Uuid::new_v4();
+    while Instant::now() < until {
+        let hb = harvester::election::neli::heartbeat::Heartbeat::new(member, term, generation);
+        let payload = hb.encode();
+        let record = BaseRecord::to(topic)
+            .partition(0)
+            .key(member)
+            .payload(&payload);
+        let _ = producer.send(record);
+        producer.poll(Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = producer.flush(Duration::from_secs(2));
+}
+
+/// Brokers whose group coordinator hands partition 0 to a new member before revoking the old
+/// owner make two members hold it at once. The leader must not trust its assignment alone: a
+/// recent heartbeat of another member assigned in a newer generation fences it at once, it does
+/// not lead again while that member keeps heartbeating, and it does once those heartbeats stop.
+/// A heartbeat of an older generation changes nothing.
+#[tokio::test]
+async fn a_heartbeat_from_a_newer_generation_fences_the_leader() {
+    let (broker, neli, mut events, first) = leader_on_isolated_cluster("neligen").await;
+    let generation = neli.generation();
+    assert!(
+        generation >= 0,
+        "the assignment's generation is known: {generation}"
+    );
+    let topic = neli.settings().topic.clone();
+    let bootstrap = broker.bootstrap().to_owned();
+
+    // An older holder's heartbeats: no effect.
+    let (b, t) = (bootstrap.clone(), topic.clone());
+    tokio::task::spawn_blocking(move || impersonate(&b, &t, "zz-older", generation - 1, HT))
+        .await
+        .unwrap();
+    assert!(
+        neli.is_leader(),
+        "an older generation's holder is outranked, not us"
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), events.recv())
+            .await
+            .is_err(),
+        "no election event"
+    );
+
+    // A newer holder's heartbeats for 3 heartbeat timeouts.
+    let started = Instant::now();
+    let (b, t) = (bootstrap.clone(), topic.clone());
+    let intruder = tokio::task::spawn_blocking(move || {
+        impersonate(&b, &t, "aa-newer", generation + 1, HT * 3)
+    });
+    let fenced_after = match next_event(&mut events, HT * 3).await {
+        ElectionEvent::Fenced { term } => {
+            assert_eq!(term, first);
+            started.elapsed()
+        }
+        other => panic!("expected fenced, got {other:?}"),
+    };
+    assert!(!neli.is_leader());
+    // While the intruder heartbeats, no new term, although our own heartbeats keep arriving.
+    let mut sampled = 0;
+    while started.elapsed() < HT * 3 - Duration::from_millis(200) {
+        assert!(
+            !neli.is_leader(),
+            "led again while outranked, after {:?}",
+            started.elapsed()
+        );
+        sampled += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    intruder.await.unwrap();
+    let stopped = Instant::now();
+    let resumed_after = match next_event(&mut events, HT * 5).await {
+        ElectionEvent::Acquired { term } => {
+            assert_ne!(term, first, "a new term");
+            stopped.elapsed()
+        }
+        other => panic!("expected acquired, got {other:?}"),
+    };
+    println!(
+        "newer-generation heartbeat: fenced after {fenced_after:?}; stayed fenced over {sampled} samples; led again {resumed_after:?} after the intruder stopped (heartbeat timeout {HT:?})"
+    );
+    assert!(
+        fenced_after < Duration::from_millis(500),
+        "fenced at once: {fenced_after:?}"
+    );
+    assert!(resumed_after <= HT * 2, "resumed after {resumed_after:?}");
+    neli.close();
+    neli.closed().await.unwrap();
+}

@@ -1,7 +1,7 @@
 //! NELI across real OS processes on the embedded broker: exclusivity observed from outside,
 //! graceful hand-off, kill -9 failover, and a SIGSTOPped zombie that must not act on resume.
 //!
-//! Each contender is `neli run`, printing `status` lines and one `action` line per unit of leader
+//! Each contender is `elector run` (NELI), printing `status` lines and one `action` line per unit of leader
 //! work (gated by `is_leader()`, stamped with term and wall-clock ms). The observer here merges
 //! the lines of all processes into one timeline.
 
@@ -20,7 +20,7 @@ fn contender(broker: &Broker, group: &str, name: &str) -> Observed {
 }
 
 fn contender_with(broker: &Broker, group: &str, name: &str, heartbeat_timeout: &str) -> Observed {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_neli"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_elector"));
     cmd.args([
         "run",
         "--bootstrap",
@@ -37,7 +37,7 @@ fn contender_with(broker: &Broker, group: &str, name: &str, heartbeat_timeout: &
         "50ms",
     ])
     .args(["--status-interval", "25ms"]);
-    Observed::spawn(name, cmd).expect("spawn neli")
+    Observed::spawn(name, cmd).expect("spawn elector")
 }
 
 async fn setup(prefix: &str) -> (Broker, String) {

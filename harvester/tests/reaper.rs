@@ -27,7 +27,7 @@ async fn leader_of<'a>(reapers: &'a [&'a Reaper]) -> Vec<usize> {
 async fn publishes_a_separate_writers_rows_and_reports_them() {
     let world = Arc::new(World::new("rpub", 4).await);
     world.migrate().await;
-    let config = world.reaper_config("");
+    let config = world.reaper_config(|_| {});
     let reaper = Reaper::spawn("r", &config).await;
     assert_eq!(reaper.get("/healthz").await.0, 200);
     wait_for("the reaper leads", Duration::from_secs(30), || async {
@@ -61,7 +61,10 @@ async fn publishes_a_separate_writers_rows_and_reports_them() {
 async fn sigterm_mid_stream_exits_zero_within_its_bound_and_a_restart_loses_nothing() {
     let world = Arc::new(World::new("rterm", 4).await);
     world.migrate().await;
-    let config = world.reaper_config("max_in_flight_records = 200\nmark_query_records = 50");
+    let config = world.reaper_config(|l| {
+        l.max_in_flight_records = 200;
+        l.mark_query_records = 50;
+    });
     let mut a = Reaper::spawn("a", &config).await;
     wait_for("a leads", Duration::from_secs(30), || async {
         a.is_leader().await
@@ -113,7 +116,7 @@ async fn sigterm_mid_stream_exits_zero_within_its_bound_and_a_restart_loses_noth
 async fn leader_probe_is_200_on_exactly_one_and_moves_on_sigterm() {
     let world = World::new("rlead", 1).await;
     world.migrate().await;
-    let config = world.reaper_config("");
+    let config = world.reaper_config(|_| {});
     let mut a = Reaper::spawn("a", &config).await;
     let mut b = Reaper::spawn("b", &config).await;
     wait_for("one leads", Duration::from_secs(30), || async {
@@ -156,7 +159,7 @@ async fn leader_probe_is_200_on_exactly_one_and_moves_on_sigterm() {
 async fn a_second_signal_exits_at_once_with_130() {
     let world = World::new("rsig2", 1).await;
     world.migrate().await;
-    let config = world.reaper_config("");
+    let config = world.reaper_config(|_| {});
     let mut r = Reaper::spawn("r", &config).await;
     wait_for("it leads", Duration::from_secs(30), || async {
         r.is_leader().await
@@ -264,8 +267,14 @@ logging:
         Some("10000")
     );
     assert_eq!(printed.kafka.get("sasl.password"), Some("<redacted>"));
-    assert_eq!(printed.leader.group_id.as_deref(), Some("billing"));
-    assert_eq!(printed.leader.topic.as_deref(), Some("billing-neli"));
+    assert_eq!(
+        printed.leader.neli().unwrap().group_id.as_deref(),
+        Some("billing")
+    );
+    assert_eq!(
+        printed.leader.neli().unwrap().topic.as_deref(),
+        Some("billing-neli")
+    );
     assert_eq!(
         printed.database.url,
         "postgres://app:<redacted>@db:5432/orders?sslmode=disable"

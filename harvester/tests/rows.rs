@@ -9,7 +9,8 @@ use std::time::Duration;
 use common::World;
 use harvester::election::mock::MockElector;
 use harvester::election::Elector;
-use harvester::outbox::{Shape, StashRecord, Stasher, Statements};
+use harvester::outbox::{Shape, StashRecord};
+use harvester::store::postgres::{PgStore, Stasher, Statements};
 use harvester::{HarvestEvent, Harvester};
 use sqlx::Row;
 use testkit::{envelope, wait_for};
@@ -142,13 +143,10 @@ async fn poison_rows_are_quarantined_and_other_keys_keep_flowing() {
     report.assert_correct();
 }
 
-#[tokio::test]
-async fn goharvest_table_is_harvested_unchanged() {
-    let world = World::new("hvgo", 4).await;
-    let table = world.table().quoted();
-    // goharvest's own DDL.
+/// goharvest's own DDL, in the world's schema.
+async fn create_goharvest_table(world: &World) {
     sqlx::query(&format!(
-        "CREATE TABLE {table} (
+        "CREATE TABLE {} (
             id                  BIGSERIAL PRIMARY KEY,
             create_time         TIMESTAMP WITH TIME ZONE NOT NULL,
             kafka_topic         VARCHAR(249) NOT NULL,
@@ -157,11 +155,19 @@ async fn goharvest_table_is_harvested_unchanged() {
             kafka_header_keys   TEXT[] NOT NULL,
             kafka_header_values TEXT[] NOT NULL,
             leader_id           UUID
-        )"
+        )",
+        world.table().quoted()
     ))
     .execute(&world.db.pool)
     .await
     .unwrap();
+}
+
+#[tokio::test]
+async fn goharvest_table_is_harvested_unchanged() {
+    let world = World::new("hvgo", 4).await;
+    let table = world.table().quoted();
+    create_goharvest_table(&world).await;
     let columns = || async {
         sqlx::query_scalar::<_, String>("SELECT column_name || ':' || data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'outbox' ORDER BY ordinal_position")
             .bind(&world.db.schema)
@@ -191,14 +197,7 @@ async fn goharvest_table_is_harvested_unchanged() {
     }
     let mut config = world.config();
     config.outbox.shape = Shape::Goharvest;
-    let handle = world.start(config).await;
-    let report = world.verify(Duration::from_secs(60)).await;
-    wait_for("outbox empty", Duration::from_secs(60), || async {
-        world.outbox_rows().await == 0
-    })
-    .await
-    .unwrap();
-    handle.stop().await.unwrap();
+    let (report, _) = world.harvest_all(config).await;
     println!("goharvest table: {report}");
     report.assert_correct();
     assert_eq!(report.delivered, 100);
@@ -223,7 +222,8 @@ async fn mock_elector_fence_stops_and_revoke_drains() {
     let world = World::new("hvmock", 2).await;
     world.migrate().await;
     let mock = MockElector::new();
-    let pool = harvester::connect_pool(&world.config()).await.unwrap();
+    // The test's own pool (no statement timeout): the harvester opens its own connections.
+    let pool = world.db.pool.clone();
     let h = Arc::new(
         Harvester::with_elector(world.config(), pool, Arc::new(mock.clone()))
             .await
@@ -284,10 +284,81 @@ async fn mock_elector_fence_stops_and_revoke_drains() {
         "revoke barrier acknowledged after drain"
     );
     mock.fail("injected elector failure");
-    let err = handle.wait().await.unwrap_err();
-    assert!(
-        err.to_string().contains("injected elector failure"),
-        "{err}"
-    );
+    match handle.wait().await.unwrap_err() {
+        harvester::Error::Election { source, .. } => assert!(
+            matches!(source.as_ref(), harvester::Error::Injected(m) if m == "injected elector failure"),
+            "{source:?}"
+        ),
+        other => panic!("expected the elector's failure, got {other:?}"),
+    }
     assert!(!mock.is_leader());
+}
+
+/// A caller's pool lends its connection options, not its connections: the store's own
+/// connections carry `database.statement_timeout`, whatever the caller's pool sets.
+#[tokio::test]
+async fn a_callers_pool_keeps_the_statement_timeout() {
+    let world = World::new("hvpooltimeout", 1).await;
+    let timeout: String = sqlx::query_scalar("SHOW statement_timeout")
+        .fetch_one(&world.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(timeout, "0", "the caller's pool has no statement timeout");
+    let mut config = world.config();
+    config.database.statement_timeout = Duration::from_millis(1234);
+    let store = PgStore::like_pool(&world.db.pool, &config.database, &config.outbox)
+        .await
+        .unwrap();
+    let timeout: String = sqlx::query_scalar("SHOW statement_timeout")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(timeout, "1234ms");
+    assert_eq!(
+        store.pool().options().get_max_connections(),
+        config.database.max_connections
+    );
+}
+
+/// The stasher honours `outbox.shape`: records stashed into a goharvest table (text columns,
+/// `create_time` set) are harvested like goharvest's own, and a record the table cannot hold is
+/// refused before anything is written.
+#[tokio::test]
+async fn the_stasher_writes_goharvest_tables_too() {
+    let world = World::new("hvgostash", 4).await;
+    create_goharvest_table(&world).await;
+    let mut config = world.config();
+    config.outbox.shape = Shape::Goharvest;
+    let stasher = Stasher::for_outbox(&config.outbox);
+    let mut tx = world.db.pool.begin().await.unwrap();
+    let records: Vec<StashRecord> = (0..10u64)
+        .flat_map(|seq| (0..5).map(move |k| (k, seq)))
+        .map(|(k, seq)| world.record(&format!("k{k}"), seq, 12))
+        .collect();
+    stasher.stash_batch(&mut tx, &records).await.unwrap();
+    let binary = StashRecord::new(&world.topic, "k0", vec![0xff, 0xfe]);
+    match stasher.stash(&mut tx, &binary).await {
+        Err(harvester::Error::Unstashable { index: 0, reason }) => {
+            assert!(reason.contains("UTF-8"), "{reason}")
+        }
+        other => panic!("a binary value must be refused for a goharvest table: {other:?}"),
+    }
+    tx.commit().await.unwrap();
+    {
+        let mut v = world.verifier.lock();
+        for seq in 0..10u64 {
+            for k in 0..5 {
+                v.expect(&world.topic, format!("k{k}").as_bytes(), seq);
+            }
+        }
+    }
+    assert_eq!(
+        world.outbox_rows().await,
+        50,
+        "the refused record wrote nothing"
+    );
+    let (report, _) = world.harvest_all(config).await;
+    println!("goharvest stasher: {report}");
+    report.assert_correct();
+    assert_eq!(report.delivered, 50);
 }

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harvester::outbox::{StashRecord, Stasher, TableName};
+use harvester::outbox::{StashRecord, TableName};
+use harvester::store::postgres::Stasher;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;

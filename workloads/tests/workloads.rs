@@ -36,7 +36,8 @@ async fn prefill_and_writers_are_harvested_exactly_as_the_ledger_says() {
             heartbeat_timeout: Duration::from_secs(1),
             min_poll_interval: Duration::from_millis(50),
             ..Default::default()
-        },
+        }
+        .into(),
         database: DatabaseConfig {
             url: db.url().to_owned(),
             ..Default::default()
@@ -52,7 +53,7 @@ async fn prefill_and_writers_are_harvested_exactly_as_the_ledger_says() {
         ..Default::default()
     };
     let c = &config.outbox;
-    harvester::outbox::migrate(&db.pool, &c.table, &c.quarantine(), c.shape)
+    harvester::store::postgres::migrate(&db.pool, &c.table, &c.quarantine(), c.shape)
         .await
         .unwrap();
 

@@ -10,8 +10,8 @@ pub mod pipeline;
 
 use std::hint::black_box;
 
-use harvester::metrics::histogram::{self, Histogram};
 use harvester::outbox::OutboxRecord;
+use harvester::stats::histogram::{self, Histogram};
 use testkit::Verifier;
 
 /// Workload names, in a stable order.

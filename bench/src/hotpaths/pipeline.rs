@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use harvester::outbox::OutboxRecord;
 use harvester::pipeline::batch::PurgeBatch;
 use harvester::pipeline::keys::{Admitted, Finished, KeyQueues, State};
-use harvester::pipeline::Stats;
+use harvester::stats::Stats;
 use tokio::sync::Semaphore;
 
 /// What the shards of one pipeline share: the in-flight permits and the counters.

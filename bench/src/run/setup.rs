@@ -4,7 +4,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use harvester::outbox::{migrate, Shape, TableName};
+use harvester::config::{DatabaseConfig, KafkaConfig, OutboxConfig};
+use harvester::election::neli::NeliConfig;
+use harvester::outbox::{Shape, TableName};
+use harvester::store::postgres::migrate;
+use harvester::Config;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Executor, PgPool};
 use testkit::{names, Broker};
@@ -64,16 +68,32 @@ impl Ground {
         })
     }
 
-    /// The reaper config file for this ground.
+    /// The reaper config file for this ground: a [`Config`] with the library's defaults for
+    /// this ground's broker, group, database and table (HTTP on a free port), serialised, so the
+    /// file says exactly what the library would do; scenario settings go on top with `--set`.
     pub fn reaper_config(&self, bootstrap: &str) -> Result<PathBuf, BenchError> {
-        let text = format!(
-            "kafka = {{ \"bootstrap.servers\" = \"{bootstrap}\" }}\n\
-             [leader]\ngroup_id = \"{}\"\n\
-             [database]\nurl = \"{}\"\n\
-             [outbox]\ntable = \"{}.outbox\"\n\
-             [http]\nlisten = \"127.0.0.1:0\"\n",
-            self.group, self.url, self.schema
-        );
+        let config = Config {
+            kafka: KafkaConfig::with_bootstrap(bootstrap),
+            leader: NeliConfig {
+                group_id: Some(self.group.clone()),
+                ..Default::default()
+            }
+            .into(),
+            database: DatabaseConfig {
+                url: self.url.clone(),
+                ..Default::default()
+            },
+            outbox: OutboxConfig {
+                table: self.table.clone(),
+                ..Default::default()
+            },
+            http: harvester::config::HttpConfig {
+                listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+            },
+            ..Default::default()
+        };
+        let text = toml::to_string(&config)
+            .map_err(|e| BenchError::Run(format!("cannot write the reaper config: {e}")))?;
         let path = std::env::temp_dir().join(format!("{}.toml", self.group));
         std::fs::write(&path, text).map_err(BenchError::io(format!("write {}", path.display())))?;
         Ok(path)

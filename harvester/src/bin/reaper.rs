@@ -128,7 +128,7 @@ fn report_invalid(e: &harvester::Error) {
                 eprintln!("  {p}");
             }
         }
-        other => eprintln!("reaper: {other}"),
+        other => eprintln!("reaper: {}", harvester::chain(other)),
     }
 }
 
@@ -151,9 +151,8 @@ async fn main() {
     }
     config.logging.init();
     let listen = config.http.listen;
-    let shutdown_bound = config.limits.drain_timeout
-        + config.leader.resolve().revoke_timeout
-        + Duration::from_secs(10);
+    let shutdown_bound =
+        config.limits.drain_timeout + config.leader.revoke_timeout() + Duration::from_secs(10);
     let harvester = match Harvester::connect(config).await {
         Ok(h) => Arc::new(h),
         Err(e) => {
@@ -172,7 +171,7 @@ async fn main() {
             }
             Ok(_) => {}
             Err(e) => {
-                eprintln!("reaper: {e}");
+                eprintln!("reaper: {}", harvester::chain(&e));
                 std::process::exit(1);
             }
         }
@@ -184,7 +183,7 @@ async fn main() {
     match harvester.run(cancel).await {
         Ok(()) => std::process::exit(0),
         Err(e) => {
-            eprintln!("reaper: {e}");
+            eprintln!("reaper: {}", harvester::chain(&e));
             std::process::exit(1);
         }
     }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{Config, KafkaConfig};
+use crate::election::neli::NeliConfig;
 use crate::error::ConfigProblem;
 use crate::outbox::{Shape, TableName};
 
@@ -153,9 +154,13 @@ impl GoharvestFile {
             config.kafka = map(&h.base_kafka_config);
         }
         config.producer_kafka = map(&h.producer_kafka_config);
-        config.leader.topic = h.leader_topic;
-        config.leader.group_id = h.leader_group_id;
-        config.leader.name = h.name;
+        // goharvest elects through NELI only.
+        let mut neli = NeliConfig {
+            topic: h.leader_topic,
+            group_id: h.leader_group_id,
+            name: h.name,
+            ..NeliConfig::default()
+        };
         if let Some(ds) = h.data_source {
             match dsn_to_url(&ds) {
                 Ok(url) => config.database.url = url,
@@ -199,11 +204,12 @@ impl GoharvestFile {
             c.mark_query_records = v;
         }
         if let Some(v) = l.heartbeat_timeout {
-            config.leader.heartbeat_timeout = v;
+            neli.heartbeat_timeout = v;
         }
         if let Some(v) = l.min_poll_interval {
-            config.leader.min_poll_interval = v;
+            neli.min_poll_interval = v;
         }
+        config.leader = neli.into();
         let ignored = [
             ("pollDuration", l.poll_duration),
             ("maxPollInterval", l.max_poll_interval),

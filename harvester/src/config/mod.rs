@@ -1,23 +1,32 @@
 //! The one configuration of the harvester: serde (TOML, YAML or JSON), `deny_unknown_fields`,
 //! goharvest's names and default values where goharvest has them, and [`Config::validate`],
 //! which reports every problem with the field and the fix instead of stopping at the first.
+//!
+//! `Config` gathers the settings types of the parts it configures (the store's
+//! [`DatabaseConfig`] and [`OutboxConfig`], the electors' settings behind [`LeaderConfig`], the
+//! shared [`KafkaConfig`]); those parts never import this module, so it sits above them all and
+//! no import circle runs through it. Reading files (TOML, YAML, goharvest's reaper file) is the
+//! `files` feature, for the binaries; embedders build a `Config` in code or with serde.
 
+#[cfg(feature = "files")]
 mod goharvest;
-mod kafka;
+mod leader;
+#[cfg(feature = "files")]
 mod load;
+mod overrides;
 mod service;
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use kafka::KafkaConfig;
-pub use load::ENV_PREFIX;
+pub use crate::kafka::KafkaConfig;
+pub use crate::store::{DatabaseConfig, OutboxConfig};
+pub use leader::LeaderConfig;
+pub use overrides::ENV_PREFIX;
 pub use service::{HttpConfig, LogFormat, LoggingConfig};
 
-use crate::election::neli::NeliConfig;
 use crate::error::{ConfigProblem, Error};
-use crate::outbox::{Shape, TableName};
 
 /// Everything a harvester needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,8 +40,8 @@ pub struct Config {
     /// Default: none. `enable.idempotence` is forced and rejected here too.
     #[serde(default = "KafkaConfig::empty")]
     pub producer_kafka: KafkaConfig,
-    /// Leader election (NELI).
-    pub leader: NeliConfig,
+    /// Leader election: `kind = "neli"` (the default) plus that kind's fields.
+    pub leader: LeaderConfig,
     /// The database.
     pub database: DatabaseConfig,
     /// The outbox table.
@@ -50,102 +59,13 @@ impl Default for Config {
         Config {
             kafka: KafkaConfig::default(),
             producer_kafka: KafkaConfig::empty(),
-            leader: NeliConfig::default(),
+            leader: LeaderConfig::default(),
             database: DatabaseConfig::default(),
             outbox: OutboxConfig::default(),
             limits: Limits::default(),
             http: HttpConfig::default(),
             logging: LoggingConfig::default(),
         }
-    }
-}
-
-/// Database connection settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct DatabaseConfig {
-    /// Postgres URL. Default `postgres://postgres@localhost:5432/postgres`.
-    pub url: String,
-    /// Connections in the pool (marker, purger, listener, metrics). Default 4.
-    pub max_connections: u32,
-    /// Server-side `statement_timeout` for every harvester statement. Default 10s.
-    #[serde(with = "humantime_serde")]
-    pub statement_timeout: Duration,
-    /// How long to wait for a connection. Default 5s.
-    #[serde(with = "humantime_serde")]
-    pub connect_timeout: Duration,
-    /// Create or upgrade the outbox and quarantine tables on start. Default true.
-    pub migrate: bool,
-}
-
-impl Default for DatabaseConfig {
-    fn default() -> Self {
-        DatabaseConfig {
-            url: "postgres://postgres@localhost:5432/postgres".into(),
-            max_connections: 4,
-            statement_timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(5),
-            migrate: true,
-        }
-    }
-}
-
-impl DatabaseConfig {
-    /// The URL with any password replaced.
-    pub fn redacted_url(&self) -> String {
-        match (self.url.find("://"), self.url.rfind('@')) {
-            (Some(scheme), Some(at)) if at > scheme => {
-                let creds = &self.url[scheme + 3..at];
-                match creds.find(':') {
-                    Some(colon) => format!(
-                        "{}{}:<redacted>{}",
-                        &self.url[..scheme + 3],
-                        &creds[..colon],
-                        &self.url[at..]
-                    ),
-                    None => self.url.clone(),
-                }
-            }
-            _ => self.url.clone(),
-        }
-    }
-}
-
-/// Which table to harvest and how.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OutboxConfig {
-    /// Table name, optionally schema-qualified (`billing.outbox`). Default `outbox`.
-    pub table: TableName,
-    /// Table layout: `native` (default) or `goharvest` (an existing goharvest table, unchanged).
-    pub shape: Shape,
-    /// Where unpublishable rows go. Default `<table>_quarantine` in the same schema.
-    pub quarantine_table: Option<TableName>,
-    /// Rows without a key are quarantined (per-key ordering needs a key). Default true; when
-    /// false, rows without a key are published without one, ordered among themselves.
-    pub require_key: bool,
-}
-
-impl Default for OutboxConfig {
-    fn default() -> Self {
-        OutboxConfig {
-            table: TableName {
-                schema: None,
-                table: "outbox".into(),
-            },
-            shape: Shape::Native,
-            quarantine_table: None,
-            require_key: true,
-        }
-    }
-}
-
-impl OutboxConfig {
-    /// The quarantine table, defaulted.
-    pub fn quarantine(&self) -> TableName {
-        self.quarantine_table
-            .clone()
-            .unwrap_or_else(|| self.table.sibling("_quarantine"))
     }
 }
 
@@ -212,7 +132,7 @@ const PRODUCER_TIMEOUT_KEYS: [&str; 2] = ["delivery.timeout.ms", "message.timeou
 /// below the leader session timeout makes those messages fail instead of landing after a
 /// successor's newer ones. Default 2 x heartbeat timeout; a larger value is refused.
 fn producer_timeout_problems(config: &Config) -> Vec<ConfigProblem> {
-    let session = config.leader.heartbeat_timeout * 3;
+    let session = config.leader.succession();
     PRODUCER_TIMEOUT_KEYS
         .iter()
         .filter_map(|key| {
@@ -223,7 +143,7 @@ fn producer_timeout_problems(config: &Config) -> Vec<ConfigProblem> {
                 Ok(ms) => Some(ConfigProblem::new(
                     field,
                     format!(
-                        "({ms}) must be below the leader session timeout ({} ms = 3 x leader.heartbeat_timeout): a stalled leader's queued messages must expire before a successor publishes, or they land after newer ones; leave it unset for 2 x heartbeat timeout",
+                        "({ms}) must be below the leader session timeout ({} ms, after which a successor may lead; for neli 3 x leader.heartbeat_timeout): a stalled leader's queued messages must expire before a successor publishes, or they land after newer ones; leave it unset for 2 x heartbeat timeout",
                         session.as_millis()
                     ),
                 )),
@@ -241,38 +161,13 @@ pub(crate) fn forced_producer() -> Vec<(&'static str, String)> {
 impl Config {
     /// Every problem, each with the field and the fix; empty when valid.
     pub fn problems(&self) -> Vec<ConfigProblem> {
-        let mut p = self.leader.problems("leader");
+        let mut p = self.leader.problems(&self.kafka);
         p.extend(self.logging.problems());
-        let neli = self.leader.resolve();
-        p.extend(crate::election::neli::kafka_problems(
-            &self.kafka,
-            &neli,
-            "kafka",
-        ));
         if let Err(e) = self.producer_client_config() {
             p.extend(e);
         }
         p.extend(producer_timeout_problems(self));
-        if !self.database.url.starts_with("postgres://")
-            && !self.database.url.starts_with("postgresql://")
-        {
-            p.push(ConfigProblem::new(
-                "database.url",
-                "must be a postgres:// URL, e.g. postgres://user@host:5432/db",
-            ));
-        }
-        if self.database.max_connections < 2 {
-            p.push(ConfigProblem::new(
-                "database.max_connections",
-                "must be at least 2 (marker and purger run concurrently)",
-            ));
-        }
-        if self.database.statement_timeout.is_zero() {
-            p.push(ConfigProblem::new(
-                "database.statement_timeout",
-                "must be above zero; every statement is bounded (e.g. 10s)",
-            ));
-        }
+        p.extend(self.database.problems());
         let l = &self.limits;
         let positive = [
             ("limits.max_in_flight_records", l.max_in_flight_records),
@@ -308,10 +203,11 @@ impl Config {
                 "must not exceed limits.idle_poll_interval",
             ));
         }
-        if l.drain_timeout >= neli.revoke_timeout {
+        let revoke_timeout = self.leader.revoke_timeout();
+        if l.drain_timeout >= revoke_timeout {
             p.push(ConfigProblem::new(
                 "limits.drain_timeout",
-                format!("({:?}) must be below the revoke timeout ({:?}) or the hand-off barrier gives up first", l.drain_timeout, neli.revoke_timeout),
+                format!("({:?}) must be below the revoke timeout ({revoke_timeout:?}) or the hand-off barrier gives up first", l.drain_timeout),
             ));
         }
         p
@@ -348,7 +244,7 @@ impl Config {
                 .iter()
                 .all(|k| self.producer_kafka.get(k).is_none())
             {
-                let ms = (self.leader.heartbeat_timeout * 2).as_millis().to_string();
+                let ms = (self.leader.lease() * 2).as_millis().to_string();
                 c.set("delivery.timeout.ms", ms);
             }
         }

@@ -47,6 +47,14 @@ pub enum LogFormat {
 }
 
 impl LoggingConfig {
+    /// The filter is checked where it is used: with the `logging` feature (the binaries), which
+    /// installs the subscriber. Embedders keep their own subscriber and never read `level`.
+    #[cfg(not(feature = "logging"))]
+    pub(crate) fn problems(&self) -> Vec<ConfigProblem> {
+        Vec::new()
+    }
+
+    #[cfg(feature = "logging")]
     pub(crate) fn problems(&self) -> Vec<ConfigProblem> {
         match tracing_subscriber::EnvFilter::try_new(&self.level) {
             Ok(_) => Vec::new(),
@@ -59,7 +67,9 @@ impl LoggingConfig {
         }
     }
 
-    /// Installs a global subscriber on stderr (once; later calls do nothing).
+    /// Installs a global subscriber on stderr (once; later calls do nothing). The `logging`
+    /// feature.
+    #[cfg(feature = "logging")]
     pub fn init(&self) {
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .or_else(|_| tracing_subscriber::EnvFilter::try_new(&self.level))

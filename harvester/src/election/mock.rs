@@ -74,11 +74,16 @@ impl MockElector {
         }
     }
 
-    /// Fails the elector with `message`, as a broken real elector would.
+    /// Fails the elector with `message`, as a broken real elector would: [`Elector::closed`]
+    /// then returns [`crate::Error::Election`] whose source is [`crate::Error::Injected`].
     pub fn fail(&self, message: &str) {
-        self.state.lock().lifecycle = ElectorState::Closed;
-        self.state.lock().term = None;
-        let _ = self.closed_tx.send_replace(Some(Err(message.to_owned())));
+        {
+            let mut s = self.state.lock();
+            s.lifecycle = ElectorState::Closed;
+            s.term = None;
+        }
+        let cause = Arc::new(crate::Error::Injected(message.to_owned()));
+        let _ = self.closed_tx.send_replace(Some(Err(cause)));
     }
 }
 
@@ -125,7 +130,7 @@ impl Elector for MockElector {
     }
 
     fn closed(&self) -> BoxFuture<'static, Result<()>> {
-        super::closed_future(self.closed_tx.subscribe())
+        super::closed_future(self.closed_tx.subscribe(), self.describe())
     }
 }
 
@@ -165,7 +170,11 @@ mod tests {
         }
         assert!(revoke.await.unwrap(), "barrier acknowledged");
         m.fail("boom");
-        let err = m.closed().await.unwrap_err();
-        assert!(err.to_string().contains("boom"));
+        match m.closed().await.unwrap_err() {
+            crate::Error::Election { source, .. } => {
+                assert!(matches!(source.as_ref(), crate::Error::Injected(m) if m == "boom"))
+            }
+            other => panic!("expected an election failure, got {other:?}"),
+        }
     }
 }

@@ -1,11 +1,14 @@
-//! Leader election behind a small trait, so the pipeline never depends on how leaders are chosen.
+//! The elector port: leader election behind a small trait, so the pipeline never depends on how
+//! leaders are chosen.
 //!
 //! The harvester needs three things from an elector: a yes/no that is safe to gate every leader
 //! action on ([`Elector::is_leader`] must turn false on its own when the elector can no longer
 //! vouch for leadership, even if no thread got to run), a unique [`Term`] per leadership period
-//! (used as the outbox `leader_id`), and events with a hand-off barrier on revocation. NELI over
-//! Kafka ([`neli`]) is the first implementation; ZooKeeper, NATS KV and etcd electors can plug in
-//! behind the same trait. [`mock`] gives embedders a controllable elector for their own tests.
+//! (used as the outbox `leader_id`), and events with a hand-off barrier on revocation. Each
+//! implementation is a folder of its own with its settings: NELI over Kafka ([`neli`]) today;
+//! ZooKeeper, NATS KV and etcd electors plug in behind the same trait, each with one variant of
+//! `crate::config::LeaderConfig`. [`mock`] gives embedders a controllable elector for their own
+//! tests.
 
 mod background;
 pub mod mock;
@@ -13,6 +16,7 @@ pub mod neli;
 
 use std::fmt;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -166,20 +170,25 @@ where
 }
 
 /// How an elector ended: `None` while running, then `Ok` or the failure.
-pub(crate) type ClosedState = Option<std::result::Result<(), String>>;
+pub(crate) type ClosedState = Option<std::result::Result<(), Arc<crate::Error>>>;
 
-/// The future behind [`Elector::closed`], shared by the implementations.
+/// The future behind [`Elector::closed`], shared by the implementations: a failure comes back
+/// as [`crate::Error::Election`] naming `elector`, with the cause as its source.
 pub(crate) fn closed_future(
     mut rx: tokio::sync::watch::Receiver<ClosedState>,
+    elector: String,
 ) -> BoxFuture<'static, Result<()>> {
     Box::pin(async move {
-        let outcome = rx
-            .wait_for(Option::is_some)
-            .await
-            .map(|v| v.clone())
-            .map_err(|_| crate::Error::Election("the elector vanished".into()))?;
+        let failed = |source| crate::Error::Election {
+            elector: elector.clone(),
+            source,
+        };
+        let outcome = match rx.wait_for(Option::is_some).await {
+            Ok(v) => v.clone(),
+            Err(_) => return Err(failed(Arc::new(crate::Error::Closed("the elector")))),
+        };
         match outcome {
-            Some(Err(e)) => Err(crate::Error::Election(e)),
+            Some(Err(e)) => Err(failed(e)),
             _ => Ok(()),
         }
     })
@@ -207,6 +216,7 @@ pub trait Elector: Send + Sync + fmt::Debug + 'static {
     /// Starts an orderly exit: revoke (with barrier), leave the group, close. Idempotent.
     fn close(&self);
 
-    /// Resolves once closed: `Ok` after an orderly close, `Err` if the elector failed.
+    /// Resolves once closed: `Ok` after an orderly close, [`crate::Error::Election`] (with the
+    /// cause as its source) if the elector failed.
     fn closed(&self) -> BoxFuture<'static, Result<()>>;
 }

@@ -3,9 +3,9 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use super::histogram::Histogram;
 use super::names as n;
-use super::TableSample;
+use crate::stats::histogram::Histogram;
+use crate::store::Backlog;
 use crate::Harvester;
 
 /// A text exposition being written.
@@ -50,7 +50,7 @@ impl Exposition {
     }
 }
 
-pub(super) fn render(h: &Harvester, table: Option<TableSample>) -> String {
+pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
     let s = h.live_stats();
     let mut e = Exposition::default();
     e.gauge(n::UP, "1 while the harvester process serves metrics.", 1.0);
@@ -147,7 +147,7 @@ pub(super) fn render(h: &Harvester, table: Option<TableSample>) -> String {
         e.gauge(
             n::BACKLOG,
             "Rows in the outbox (exact up to 100k, the id span above).",
-            t.backlog as f64,
+            t.rows as f64,
         );
         e.gauge(
             n::OLDEST_AGE,
@@ -155,22 +155,23 @@ pub(super) fn render(h: &Harvester, table: Option<TableSample>) -> String {
             t.oldest_age_seconds,
         );
     }
-    let pool = h.pool();
-    e.gauge(
-        n::DB_POOL_SIZE,
-        "Open database connections.",
-        f64::from(pool.size()),
-    );
-    e.gauge(
-        n::DB_POOL_IDLE,
-        "Idle database connections.",
-        pool.num_idle() as f64,
-    );
-    e.gauge(
-        n::DB_POOL_MAX,
-        "Configured maximum database connections.",
-        f64::from(h.config().database.max_connections),
-    );
+    if let Some(pool) = h.store().pool_stats() {
+        e.gauge(
+            n::DB_POOL_SIZE,
+            "Open database connections.",
+            f64::from(pool.size),
+        );
+        e.gauge(
+            n::DB_POOL_IDLE,
+            "Idle database connections.",
+            pool.idle as f64,
+        );
+        e.gauge(
+            n::DB_POOL_MAX,
+            "Configured maximum database connections.",
+            f64::from(pool.max),
+        );
+    }
     e.histogram(
         n::MARK_BATCH,
         "Rows returned per non-empty mark query.",

@@ -1,19 +1,17 @@
-//! The outbox table: its shapes, the SQL run against it, migrations and the stasher.
+//! The outbox as the pipeline sees it, whatever store holds it: the record published, the row
+//! that can never be ([`Poison`]), what a service stashes, the table's name and its layout.
 //!
-//! SQL lives in `.sql` files beside this module with `{{placeholders}}` for identifiers, which
-//! are filled once, quoted, from the configured [`TableName`]: statements are prepared with
-//! bound values only, never string-built per call.
+//! Nothing here talks to a database: each store (`crate::store::*`) maps its rows onto these
+//! types, so the pipeline and every store agree on what a record is and what makes a row poison.
 
-mod migrate;
 mod record;
-mod stasher;
+mod stash;
 mod table;
 
 use serde::{Deserialize, Serialize};
 
-pub use migrate::migrate;
-pub use record::{decode_goharvest, decode_native, Decoded, OutboxRecord, Poison};
-pub use stasher::{StashRecord, Stasher};
+pub use record::{zip_headers, Decoded, OutboxRecord, Poison};
+pub use stash::StashRecord;
 pub use table::TableName;
 
 /// Which table layout is harvested.
@@ -25,59 +23,4 @@ pub enum Shape {
     Native,
     /// goharvest's table, harvested unchanged: text key/value, `kafka_header_keys`/`values`.
     Goharvest,
-}
-
-/// The SQL statements for one configured table, rendered once.
-#[derive(Debug, Clone)]
-pub struct Statements {
-    pub mark: String,
-    pub purge: String,
-    pub reset: String,
-    pub quarantine: String,
-    pub backlog: String,
-    pub stash: String,
-    /// LISTEN channel woken by the insert trigger (native shape only).
-    pub channel: Option<String>,
-}
-
-/// Identifier placeholders for one table.
-pub(crate) fn placeholders(
-    table: &TableName,
-    quarantine: &TableName,
-) -> Vec<(&'static str, String)> {
-    vec![
-        ("{{outbox}}", table.quoted()),
-        ("{{quarantine}}", quarantine.quoted()),
-        ("{{channel}}", table.ident("_harvest")),
-        ("{{notify_fn}}", table.sibling("_notify").quoted()),
-        (
-            "{{notify_trigger}}",
-            format!("\"{}\"", table.ident("_notify_trg")),
-        ),
-    ]
-}
-
-pub(crate) fn render(template: &str, values: &[(&str, String)]) -> String {
-    values
-        .iter()
-        .fold(template.to_owned(), |sql, (k, v)| sql.replace(k, v))
-}
-
-impl Statements {
-    pub fn new(table: &TableName, quarantine: &TableName, shape: Shape) -> Self {
-        let p = placeholders(table, quarantine);
-        let mark = match shape {
-            Shape::Native => include_str!("sql/mark_native.sql"),
-            Shape::Goharvest => include_str!("sql/mark_goharvest.sql"),
-        };
-        Statements {
-            mark: render(mark, &p),
-            purge: render(include_str!("sql/purge.sql"), &p),
-            reset: render(include_str!("sql/reset.sql"), &p),
-            quarantine: render(include_str!("sql/quarantine.sql"), &p),
-            backlog: render(include_str!("sql/backlog.sql"), &p),
-            stash: render(include_str!("sql/stash.sql"), &p),
-            channel: (shape == Shape::Native).then(|| table.ident("_harvest")),
-        }
-    }
 }

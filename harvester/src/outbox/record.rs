@@ -1,11 +1,9 @@
-//! The record the pipeline publishes, decoded from either table shape.
+//! The record the pipeline publishes, whatever store it came from.
 //!
-//! Decoding is where malformed rows are caught (header arrays of different lengths, a missing
-//! key where keys are required): such a row becomes a [`Poison`] naming its id and cause, bound
-//! for the quarantine, instead of an error that would stop marking.
-
-use sqlx::postgres::PgRow;
-use sqlx::Row;
+//! Every store decodes its rows through [`zip_headers`] and [`OutboxRecord::checked`], so
+//! malformed rows (header arrays of different lengths, an empty topic, a missing key where keys
+//! are required) are caught the same way everywhere: such a row becomes a [`Poison`] naming its
+//! id and cause, bound for the quarantine, instead of an error that would stop marking.
 
 /// One outbox row, ready to publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +51,8 @@ fn poison(id: i64, reason: impl Into<String>) -> Decoded {
     })
 }
 
-fn zip_headers<V>(
+/// Pairs a row's parallel header arrays, or names the row as poison when their lengths differ.
+pub fn zip_headers<V>(
     id: i64,
     keys: Vec<String>,
     values: Vec<V>,
@@ -72,64 +71,50 @@ fn zip_headers<V>(
     Ok(keys.into_iter().zip(values.into_iter().map(conv)).collect())
 }
 
-fn check(record: OutboxRecord, require_key: bool) -> Decoded {
-    if record.topic.trim().is_empty() {
-        return poison(record.id, format!("row {}: empty topic", record.id));
+impl OutboxRecord {
+    /// The record if it can be published, else poison naming the row and the cause.
+    pub fn checked(self, require_key: bool) -> Decoded {
+        if self.topic.trim().is_empty() {
+            return poison(self.id, format!("row {}: empty topic", self.id));
+        }
+        if require_key && self.key.is_none() {
+            return poison(
+                self.id,
+                format!(
+                    "row {}: key is NULL but keys are required (outbox.require_key)",
+                    self.id
+                ),
+            );
+        }
+        Ok(self)
     }
-    if require_key && record.key.is_none() {
-        return poison(
-            record.id,
-            format!(
-                "row {}: key is NULL but keys are required (outbox.require_key)",
-                record.id
-            ),
-        );
-    }
-    Ok(record)
 }
 
-/// Decodes a row returned by the native mark query.
-pub fn decode_native(row: &PgRow, require_key: bool) -> Result<Decoded, sqlx::Error> {
-    let id: i64 = row.try_get("id")?;
-    let keys: Vec<String> = row.try_get("header_keys")?;
-    let values: Vec<Vec<u8>> = row.try_get("header_values")?;
-    let headers = match zip_headers(id, keys, values, |v| v) {
-        Ok(h) => h,
-        Err(p) => return Ok(Err(p)),
-    };
-    let record = OutboxRecord {
-        id,
-        topic: row.try_get("topic")?,
-        key: row.try_get("kafka_key")?,
-        value: row.try_get("kafka_value")?,
-        headers,
-        partition: row.try_get("kafka_partition")?,
-        timestamp_ms: row.try_get("kafka_timestamp_ms")?,
-        create_time: row.try_get("create_time")?,
-    };
-    Ok(check(record, require_key))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Decodes a row returned by the goharvest-shape mark query (text columns, text header arrays).
-pub fn decode_goharvest(row: &PgRow, require_key: bool) -> Result<Decoded, sqlx::Error> {
-    let id: i64 = row.try_get("id")?;
-    let keys: Vec<String> = row.try_get("kafka_header_keys")?;
-    let values: Vec<String> = row.try_get("kafka_header_values")?;
-    let headers = match zip_headers(id, keys, values, String::into_bytes) {
-        Ok(h) => h,
-        Err(p) => return Ok(Err(p)),
-    };
-    let key: Option<String> = row.try_get("kafka_key")?;
-    let value: Option<String> = row.try_get("kafka_value")?;
-    let record = OutboxRecord {
-        id,
-        topic: row.try_get("kafka_topic")?,
-        key: key.map(String::into_bytes),
-        value: value.map(String::into_bytes),
-        headers,
-        partition: None,
-        timestamp_ms: None,
-        create_time: row.try_get("create_time")?,
-    };
-    Ok(check(record, require_key))
+    fn record(topic: &str, key: Option<&[u8]>) -> OutboxRecord {
+        OutboxRecord {
+            id: 7,
+            topic: topic.into(),
+            key: key.map(<[u8]>::to_vec),
+            value: None,
+            headers: Vec::new(),
+            partition: None,
+            timestamp_ms: None,
+            create_time: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn malformed_rows_become_poison_naming_the_row() {
+        let p = zip_headers(7, vec!["a".into(), "b".into()], vec![vec![1u8]], |v| v).unwrap_err();
+        assert!(p.reason.contains("row 7") && p.reason.contains("header arrays differ"));
+        let p = record("", Some(b"k")).checked(true).unwrap_err();
+        assert!(p.reason.contains("empty topic"), "{}", p.reason);
+        let p = record("t", None).checked(true).unwrap_err();
+        assert!(p.reason.contains("key is NULL"), "{}", p.reason);
+        assert!(record("t", None).checked(false).is_ok());
+    }
 }

@@ -74,7 +74,7 @@ fn truncate(s: &str) -> String {
     if s.len() <= 63 {
         return s.to_owned();
     }
-    let hash = crate::pipeline::route::fnv1a32(s.as_bytes());
+    let hash = crate::hash::fnv1a32(s.as_bytes());
     let mut cut = 54;
     while !s.is_char_boundary(cut) {
         cut -= 1;

@@ -1,22 +1,21 @@
 //! The marker stage: escrow rows in id order, route them to shards, and wait well when idle.
 //!
-//! Waiting for work uses LISTEN (woken by the insert trigger at commit) with a polling fallback
-//! that backs off from `mark_backoff` to `idle_poll_interval`, so an idle harvester costs a few
-//! queries a second instead of goharvest's hundred.
+//! Waiting for work uses the store's wake-ups (for Postgres, LISTEN on the insert trigger's
+//! NOTIFY) with a polling fallback that backs off from `mark_backoff` to `idle_poll_interval`, so
+//! an idle harvester costs a few queries a second instead of goharvest's hundred.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::PgListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::route::shard_for;
 use super::{Stats, TermContext, ToPurger};
-use crate::error::Error;
-use crate::outbox::{decode_goharvest, decode_native, OutboxRecord, Shape};
+use crate::outbox::OutboxRecord;
+use crate::store::Wakeups;
 use crate::Result;
 
 pub(crate) async fn run(
@@ -26,7 +25,7 @@ pub(crate) async fn run(
     graceful: CancellationToken,
     hard: CancellationToken,
 ) -> Result<()> {
-    let mut listener = listen(&ctx).await;
+    let mut wakeups = ctx.store.wakeups().await;
     let limits = &ctx.limits;
     let mut idle = limits.mark_backoff;
     loop {
@@ -61,7 +60,10 @@ pub(crate) async fn run(
         }
         let generation = ctx.current_generation();
         let started = std::time::Instant::now();
-        let rows = match mark(&ctx, generation, n).await {
+        let rows = match ctx
+            .bounded("run the mark query", ctx.store.mark(generation, n))
+            .await
+        {
             Ok(rows) => rows,
             Err(e) => {
                 Stats::add(&ctx.stats.db_errors, 1);
@@ -105,7 +107,7 @@ pub(crate) async fn run(
         }
         ctx.release(n - used);
         if used == 0 {
-            wait_for_work(&ctx, &mut listener, idle, &graceful, &hard).await;
+            wait_for_work(&ctx, wakeups.as_mut(), idle, &graceful, &hard).await;
             idle = (idle * 2).min(limits.idle_poll_interval);
             continue;
         }
@@ -122,71 +124,16 @@ pub(crate) async fn run(
     }
 }
 
-/// One mark query: rows sorted by id (RETURNING order is arbitrary), decoded.
-async fn mark(
-    ctx: &TermContext,
-    generation: Uuid,
-    limit: usize,
-) -> Result<Vec<crate::outbox::Decoded>> {
-    let query = sqlx::query(&ctx.statements.mark)
-        .bind(generation)
-        .bind(limit as i64)
-        .fetch_all(&ctx.pool);
-    let rows = ctx.bounded("run the mark query", query).await?;
-    let mut decoded = rows
-        .iter()
-        .map(|row| match ctx.shape {
-            Shape::Native => decode_native(row, ctx.require_key),
-            Shape::Goharvest => decode_goharvest(row, ctx.require_key),
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(Error::db("decode marked rows"))?;
-    decoded.sort_by_key(|d| match d {
-        Ok(r) => r.id,
-        Err(p) => p.id,
-    });
-    Ok(decoded)
-}
-
-async fn listen(ctx: &TermContext) -> Option<PgListener> {
-    let channel = ctx.statements.channel.as_deref()?;
-    let result = async {
-        let mut listener = PgListener::connect_with(&ctx.pool).await?;
-        listener.listen(channel).await?;
-        Ok::<_, sqlx::Error>(listener)
-    }
-    .await;
-    match result {
-        Ok(l) => Some(l),
-        Err(e) => {
-            tracing::warn!("LISTEN {channel} failed, polling instead: {e}");
-            None
-        }
-    }
-}
-
 async fn wait_for_work(
     ctx: &TermContext,
-    listener: &mut Option<PgListener>,
+    wakeups: &mut dyn Wakeups,
     idle: Duration,
     graceful: &CancellationToken,
     hard: &CancellationToken,
 ) {
-    let notified = async {
-        match listener.as_mut() {
-            Some(l) => {
-                if l.recv().await.is_err() {
-                    // sqlx reconnects on the next recv; fall back to the timer meanwhile.
-                    std::future::pending::<()>().await;
-                }
-            }
-            None => std::future::pending().await,
-        }
-    };
     tokio::select! {
-        () = notified => {}
+        () = wakeups.wait(idle) => {}
         () = ctx.wake_marker.notified() => {}
-        () = tokio::time::sleep(idle) => {}
         () = graceful.cancelled() => {}
         () = hard.cancelled() => {}
     }

@@ -34,32 +34,43 @@
 //! forced only when memory and table may disagree: a mark or reset statement whose outcome is
 //! unknown, or a pipeline restart. Rows re-marked while still held are recognised and not sent
 //! twice.
+//!
+//! ## Ports
+//! The stages reach the database only through [`crate::store::OutboxStore`] and leadership only
+//! through [`crate::election::Elector`], both held in the [`TermContext`]; every store keeps the
+//! contract written on that trait, and this module assumes nothing beyond it.
 
+// The per-key queues, purge batches and key routing are pure, CPU-bound structures on the
+// per-record path. The `internals` feature makes them public for the micro-benchmarks and the
+// instruction-count gate (`bench::hotpaths`); without it they are private, and embedders never
+// see them.
+#[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 pub mod batch;
 pub(crate) mod classify;
+#[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 pub mod keys;
 mod marker;
 mod producer;
 mod purger;
+#[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 pub mod route;
 mod shard;
-mod stats;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use sqlx::PgPool;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-pub use stats::{Stats, StatsSnapshot};
+pub(crate) use crate::stats::Stats;
 
 use crate::config::Limits;
 use crate::election::Elector;
-use crate::outbox::{Shape, Statements};
+use crate::store::OutboxStore;
 use crate::Result;
+#[cfg(feature = "internals")]
 pub use producer::message_headers;
 pub(crate) use producer::ShardProducer;
 
@@ -87,10 +98,7 @@ pub(crate) struct Done {
 /// What the stages of one term share.
 #[derive(Debug)]
 pub(crate) struct TermContext {
-    pub pool: PgPool,
-    pub statements: Arc<Statements>,
-    pub shape: Shape,
-    pub require_key: bool,
+    pub store: Arc<dyn OutboxStore>,
     pub limits: Limits,
     pub elector: Arc<dyn Elector>,
     pub stats: Arc<Stats>,
@@ -119,25 +127,24 @@ impl TermContext {
         self.generations.read().clone()
     }
 
-    /// Runs one statement with a client-side bound on top of the server's `statement_timeout`,
-    /// so no stage can wait on the database forever.
+    /// Runs one store call with a client-side bound on top of the store's own (server-side)
+    /// statement timeout, so no stage can wait on the database forever.
     pub async fn bounded<T>(
         &self,
         action: &str,
-        statement: impl std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
+        call: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
         let after = std::time::Duration::from_secs(1)
             + self
                 .limits
                 .drain_timeout
                 .max(std::time::Duration::from_secs(10));
-        tokio::time::timeout(after, statement)
+        tokio::time::timeout(after, call)
             .await
             .map_err(|_| crate::Error::Timeout {
                 what: action.to_owned(),
                 after,
             })?
-            .map_err(crate::Error::db(action))
     }
 
     /// Returns `n` permits (records leaving the pipeline).

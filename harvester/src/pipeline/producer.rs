@@ -40,12 +40,7 @@ pub struct BridgeContext {
 
 impl ClientContext for BridgeContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        crate::election::neli::log_to_tracing(
-            &format!("shard-{}", self.shard),
-            level,
-            fac,
-            message,
-        );
+        crate::kafka::log_to_tracing(&format!("shard-{}", self.shard), level, fac, message);
     }
 }
 

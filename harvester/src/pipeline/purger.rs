@@ -3,7 +3,7 @@
 //! has re-marked.
 //!
 //! goharvest deletes one row per statement (measured here at 1.6k-3.4k rows/s); batching turns
-//! that into one `DELETE ... WHERE id = ANY($1)` per wake-up, sized by whatever accumulated while
+//! that into one store purge (for Postgres, `DELETE ... WHERE id = ANY($1)`) per wake-up, sized by whatever accumulated while
 //! the previous statement ran, so latency stays low when idle and throughput high under load.
 
 use std::sync::atomic::Ordering;
@@ -100,24 +100,49 @@ where
     }
 }
 
+/// Runs a leader-conditioned store call (purge, reset, quarantine) with this term's generations
+/// and returns the rows it touched. A forced re-mark may start a new generation while the call
+/// runs; rows it then skipped can have been re-marked by that generation, so they are still this
+/// term's, and skipping them for good would strand them (marked by the current generation, so
+/// never marked again; already acknowledged, so re-sent after newer records of their key by the
+/// next term). So when the list grew meanwhile, the call runs again with the longer one: each
+/// of these statements only touches rows still there and still ours, so a repeat is harmless.
+async fn conditioned<F, Fut>(ctx: &TermContext, mut call: F) -> Result<u64>
+where
+    F: FnMut(Vec<Uuid>) -> Fut,
+    Fut: std::future::Future<Output = Result<u64>>,
+{
+    let mut touched = 0;
+    loop {
+        let generations = ctx.all_generations();
+        let known = generations.len();
+        touched += call(generations).await?;
+        if ctx.generations.read().len() == known {
+            return Ok(touched);
+        }
+    }
+}
+
 async fn purge(ctx: &TermContext, ids: &[i64]) -> Result<()> {
-    let generations: Vec<Uuid> = ctx.all_generations();
-    let q = sqlx::query_scalar::<_, i64>(&ctx.statements.purge)
-        .bind(ids)
-        .bind(&generations)
-        .fetch_all(&ctx.pool);
     let started = std::time::Instant::now();
-    let deleted = ctx.bounded("purge acknowledged rows", q).await?;
+    let deleted = conditioned(ctx, |generations| async move {
+        ctx.bounded(
+            "purge acknowledged rows",
+            ctx.store.purge(ids, &generations),
+        )
+        .await
+    })
+    .await?;
     ctx.stats
         .purge_seconds
         .0
         .observe_duration(started.elapsed());
     ctx.stats.purge_batch.0.observe(ids.len() as f64);
-    Stats::add(&ctx.stats.purged, deleted.len() as u64);
-    let missed = ids.len() - deleted.len();
+    Stats::add(&ctx.stats.purged, deleted);
+    let missed = ids.len() as u64 - deleted.min(ids.len() as u64);
     if missed > 0 {
         // Re-marked by a newer leader (we are stale) or already gone: not ours to delete.
-        Stats::add(&ctx.stats.purge_misses, missed as u64);
+        Stats::add(&ctx.stats.purge_misses, missed);
         tracing::debug!(
             missed,
             "acknowledged rows were no longer marked by this term"
@@ -127,12 +152,11 @@ async fn purge(ctx: &TermContext, ids: &[i64]) -> Result<()> {
 }
 
 async fn reset(ctx: &TermContext, ids: &[i64]) {
-    let generations: Vec<Uuid> = ctx.all_generations();
-    let q = sqlx::query_scalar::<_, i64>(&ctx.statements.reset)
-        .bind(ids)
-        .bind(&generations)
-        .fetch_all(&ctx.pool);
-    let outcome = ctx.bounded("reset rows", q).await;
+    let outcome = conditioned(ctx, |generations| async move {
+        ctx.bounded("reset rows", ctx.store.reset(ids, &generations))
+            .await
+    })
+    .await;
     ctx.wake_marker.notify_one();
     if let Err(e) = outcome {
         Stats::add(&ctx.stats.db_errors, 1);
@@ -142,14 +166,17 @@ async fn reset(ctx: &TermContext, ids: &[i64]) {
 }
 
 async fn quarantine(ctx: &TermContext, id: i64, reason: &str) -> Result<()> {
-    let generations: Vec<Uuid> = ctx.all_generations();
-    let q = sqlx::query_scalar::<_, i64>(&ctx.statements.quarantine)
-        .bind(id)
-        .bind(&generations)
-        .bind(reason)
-        .fetch_optional(&ctx.pool);
-    let moved = ctx.bounded(&format!("quarantine row {id}"), q).await?;
-    if moved.is_some() {
+    let action = format!("quarantine row {id}");
+    let moved = conditioned(ctx, |generations| {
+        let action = &action;
+        async move {
+            ctx.bounded(action, ctx.store.quarantine(id, &generations, reason))
+                .await
+                .map(u64::from)
+        }
+    })
+    .await?;
+    if moved > 0 {
         Stats::add(&ctx.stats.quarantined, 1);
     }
     Ok(())

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use harvester::config::{KafkaConfig, Limits};
 use harvester::election::neli::NeliConfig;
-use harvester::outbox::{StashRecord, Stasher, TableName};
+use harvester::outbox::{StashRecord, TableName};
+use harvester::stats::StatsSnapshot;
+use harvester::store::postgres::Stasher;
 use harvester::{Config, Harvester, HarvesterHandle};
 use parking_lot::Mutex;
 use rand::Rng;
@@ -24,7 +26,8 @@ pub fn config(db: &TestDb, broker: &Broker, group: &str) -> Config {
             heartbeat_timeout: Duration::from_secs(1),
             min_poll_interval: Duration::from_millis(50),
             ..Default::default()
-        },
+        }
+        .into(),
         database: harvester::config::DatabaseConfig {
             url: db.url().to_owned(),
             max_connections: 6,
@@ -90,7 +93,7 @@ impl World {
     /// Creates the outbox (migrations) without starting a harvester.
     pub async fn migrate(&self) {
         let c = self.config();
-        harvester::outbox::migrate(
+        harvester::store::postgres::migrate(
             &self.db.pool,
             &c.outbox.table,
             &c.outbox.quarantine(),
@@ -237,6 +240,21 @@ impl World {
             .fetch_one(&self.db.pool)
             .await
             .unwrap()
+    }
+
+    /// Starts a harvester with `config` on what is already written, verifies the topic, waits
+    /// for the outbox to empty, stops it; returns the report and its counters.
+    pub async fn harvest_all(&self, config: Config) -> (testkit::Report, StatsSnapshot) {
+        let handle = self.start(config).await;
+        let report = self.verify(Duration::from_secs(60)).await;
+        testkit::wait_for("outbox empty", Duration::from_secs(60), || async {
+            self.outbox_rows().await == 0
+        })
+        .await
+        .unwrap();
+        let stats = handle.harvester.stats();
+        handle.stop().await.unwrap();
+        (report, stats)
     }
 
     pub async fn start(&self, config: Config) -> HarvesterHandle {

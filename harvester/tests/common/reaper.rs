@@ -2,6 +2,8 @@
 //! its HTTP endpoint.
 
 use std::net::SocketAddr;
+
+use harvester::config::Limits;
 use std::process::Command;
 use std::time::Duration;
 
@@ -32,34 +34,14 @@ impl Drop for TempFile {
 }
 
 impl World {
-    /// A reaper TOML config for this world (HTTP on a free port), with `limits` lines appended
-    /// to the `[limits]` table.
-    pub fn reaper_config(&self, limits: &str) -> TempFile {
-        let c = self.config();
-        let text = format!(
-            r#"
-kafka = {{ "bootstrap.servers" = "{bootstrap}" }}
-[leader]
-group_id = "{group}"
-heartbeat_timeout = "1s"
-min_poll_interval = "50ms"
-[database]
-url = "{url}"
-[outbox]
-table = "{schema}.outbox"
-[http]
-listen = "127.0.0.1:0"
-[limits]
-drain_timeout = "1s"
-min_metrics_interval = "50ms"
-io_error_backoff = "100ms"
-{limits}
-"#,
-            bootstrap = self.broker.bootstrap(),
-            group = self.group,
-            url = c.database.url,
-            schema = self.db.schema,
-        );
+    /// A reaper config file for this world, written by serialising its [`harvester::Config`]
+    /// (HTTP on a free port) after `limits` adjusts the limits.
+    pub fn reaper_config(&self, limits: impl FnOnce(&mut Limits)) -> TempFile {
+        let mut c = self.config();
+        c.http.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        c.limits.min_metrics_interval = Duration::from_millis(50);
+        limits(&mut c.limits);
+        let text = toml::to_string(&c).expect("a config serialises to TOML");
         TempFile::write(
             &format!("{}-{}.toml", self.group, testkit::names::unique("cfg")),
             &text,

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::KafkaConfig;
 use crate::error::ConfigProblem;
+use crate::kafka::KafkaConfig;
 
 /// Settings of the NELI elector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,13 +10,19 @@
 //! - session, poll and heartbeat intervals derive from `heartbeat_timeout` and are forced;
 //! - cooperative rebalancing, so a contender joining does not revoke the leader;
 //! - closing leaves the group at once, so a successor leads in about a second;
-//! - each term has a fresh UUID, never reused (the harvester's `leader_id`).
+//! - each term has a fresh UUID, never reused (the harvester's `leader_id`);
+//! - the assignment alone is not trusted: a leader that reads on partition 0 a recent heartbeat
+//!   of another member assigned in a newer group generation (or the same generation with a
+//!   greater name) fences itself at once, and does not lead again while that member keeps
+//!   heartbeating. The greatest holder never stands down for a peer, so two holders cannot fence
+//!   each other forever ([`heartbeat::Heartbeat::outranks`]). Brokers whose coordinators hand
+//!   partition 0 to a new member before revoking the old one (tansu) otherwise give two leaders.
 
 mod config;
 pub(crate) use config::kafka_problems;
+mod generation;
 pub mod heartbeat;
 mod pulser;
-pub(crate) use pulser::log_to_tracing;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,9 +34,10 @@ use tokio::sync::watch;
 pub use config::{sanitise, NeliConfig, Resolved};
 
 use super::{ElectionEvent, Elector, ElectorState, EventStream, Term};
-use crate::config::KafkaConfig;
 use crate::error::{ConfigProblem, Error};
+use crate::kafka::KafkaConfig;
 use crate::Result;
+use heartbeat::Heartbeat;
 
 /// Mutable election state, shared by the pulse thread and callers of [`Neli::is_leader`].
 #[derive(Debug)]
@@ -44,6 +51,20 @@ pub(crate) struct Inner {
     pub pending: Term,
     /// When an own heartbeat for the current term was last read back (or the term began).
     pub last_seen: Instant,
+    /// The group generation in which partition 0 was last assigned to this member; -1 unknown.
+    pub generation: i32,
+    /// The last heartbeat of another holder of partition 0 that outranked this member, and
+    /// when it was read: while recent, own heartbeats vouch for nothing.
+    pub outranked: Option<(Instant, Heartbeat)>,
+}
+
+impl Inner {
+    /// Whether another holder of partition 0 outranked this member within `window`.
+    pub fn outranked_within(&self, window: Duration) -> bool {
+        self.outranked
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < window)
+    }
 }
 
 #[derive(Debug)]
@@ -103,6 +124,8 @@ impl Neli {
                 leading: None,
                 pending: Term::new(),
                 last_seen: Instant::now(),
+                generation: -1,
+                outranked: None,
             }),
             config: resolved,
             events: tx,
@@ -139,6 +162,11 @@ impl Neli {
     /// Whether partition 0 is assigned (leading or fenced).
     pub fn is_assigned(&self) -> bool {
         self.shared.inner.lock().assigned
+    }
+
+    /// The group generation in which partition 0 was last assigned to this member (-1 unknown).
+    pub fn generation(&self) -> i32 {
+        self.shared.inner.lock().generation
     }
 
     /// Time since this member last read back its own heartbeat (while assigned).
@@ -186,7 +214,7 @@ impl Elector for Neli {
     }
 
     fn closed(&self) -> BoxFuture<'static, Result<()>> {
-        super::closed_future(self.closed.clone())
+        super::closed_future(self.closed.clone(), self.describe())
     }
 }
 

@@ -23,9 +23,9 @@ use tokio::sync::watch;
 
 use super::heartbeat::{now_ms, Heartbeat};
 use super::Shared;
-use crate::config::KafkaConfig;
 use crate::election::{wait_ack_blocking, Ack, ElectionEvent, ElectorState, Term};
 use crate::error::Error;
+use crate::kafka::KafkaConfig;
 use crate::Result;
 
 type Closed = watch::Sender<crate::election::ClosedState>;
@@ -43,7 +43,7 @@ pub(crate) fn spawn(
         .spawn(move || {
             let outcome = run(&shared, consumer_config, producer_config, &kafka, &stop);
             if let Err(e) = &outcome {
-                tracing::error!(member = %shared.config.name, "neli failed: {e}");
+                tracing::error!(member = %shared.config.name, "neli failed: {}", crate::error::chain(e));
             }
             {
                 let mut inner = shared.inner.lock();
@@ -51,24 +51,13 @@ pub(crate) fn spawn(
                 inner.leading = None;
                 inner.assigned = false;
             }
-            closed.send_replace(Some(outcome.map_err(|e| error_chain(&e))));
+            closed.send_replace(Some(outcome.map_err(Arc::new)));
         })
         .map_err(|source| Error::Io {
             action: "spawn the neli pulse thread".into(),
             source,
         })?;
     Ok(())
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    s
 }
 
 /// Bridges librdkafka's rebalance callbacks to election events.
@@ -78,21 +67,7 @@ struct NeliContext {
 
 impl ClientContext for NeliContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        log_to_tracing(&self.shared.config.name, level, fac, message);
-    }
-}
-
-pub(crate) fn log_to_tracing(member: &str, level: RDKafkaLogLevel, fac: &str, message: &str) {
-    match level {
-        RDKafkaLogLevel::Emerg
-        | RDKafkaLogLevel::Alert
-        | RDKafkaLogLevel::Critical
-        | RDKafkaLogLevel::Error => tracing::error!(member, fac, "librdkafka: {message}"),
-        RDKafkaLogLevel::Warning => tracing::warn!(member, fac, "librdkafka: {message}"),
-        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-            tracing::debug!(member, fac, "librdkafka: {message}")
-        }
-        RDKafkaLogLevel::Debug => tracing::trace!(member, fac, "librdkafka: {message}"),
+        crate::kafka::log_to_tracing(&self.shared.config.name, level, fac, message);
     }
 }
 
@@ -111,10 +86,10 @@ impl ConsumerContext for NeliContext {
         }
     }
 
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(tpl) if holds_partition_zero(tpl, &self.shared.config.topic) => {
-                self.assigned();
+                self.assigned(super::generation::of(consumer));
             }
             Rebalance::Error(e) => {
                 tracing::warn!(member = %self.shared.config.name, "rebalance error: {e}")
@@ -125,16 +100,28 @@ impl ConsumerContext for NeliContext {
 }
 
 impl NeliContext {
-    fn assigned(&self) {
+    fn assigned(&self, generation: i32) {
         let term = Term::new();
-        {
+        let config = &self.shared.config;
+        let acquired = {
             let mut inner = self.shared.inner.lock();
             inner.assigned = true;
-            inner.leading = Some(term);
+            inner.generation = generation;
             inner.pending = term;
             inner.last_seen = Instant::now();
+            // A holder that outranked us may outrank this assignment too: then we wait, fenced,
+            // until its heartbeats stop (our own heartbeat then starts the term).
+            let still_outranked = inner.outranked.as_ref().is_some_and(|(at, peer)| {
+                at.elapsed() < config.heartbeat_timeout
+                    && (peer.generation, peer.member.as_str()) > (generation, config.name.as_str())
+            });
+            inner.leading = (!still_outranked).then_some(term);
+            !still_outranked
+        };
+        tracing::info!(member = %config.name, generation, "assigned partition 0");
+        if acquired {
+            self.shared.emit(ElectionEvent::Acquired { term });
         }
-        self.shared.emit(ElectionEvent::Acquired { term });
     }
 
     /// Runs inside librdkafka's revoke callback, before partition 0 is released: blocks until
@@ -211,14 +198,14 @@ fn run(
             }
         }
         producer.poll(Duration::ZERO);
-        let heartbeat_term = {
+        let heartbeat = {
             let inner = shared.inner.lock();
             inner
                 .assigned
-                .then(|| inner.leading.unwrap_or(inner.pending))
+                .then(|| (inner.leading.unwrap_or(inner.pending), inner.generation))
         };
-        if let Some(term) = heartbeat_term {
-            let payload = Heartbeat::new(&config.name, term.id()).encode();
+        if let Some((term, generation)) = heartbeat {
+            let payload = Heartbeat::new(&config.name, term.id(), generation).encode();
             let record = BaseRecord::to(&config.topic)
                 .partition(0)
                 .key(&config.name)
@@ -242,9 +229,16 @@ fn run(
 fn on_heartbeat(shared: &Shared, hb: &Heartbeat) {
     let config = &shared.config;
     let now = now_ms();
+    if hb.member != config.name {
+        on_peer_heartbeat(shared, hb, now);
+        return;
+    }
     let acquired = {
         let mut inner = shared.inner.lock();
-        if !inner.assigned || inner.lifecycle != ElectorState::Live {
+        if !inner.assigned
+            || inner.lifecycle != ElectorState::Live
+            || inner.outranked_within(config.heartbeat_timeout)
+        {
             return;
         }
         match inner.leading {
@@ -271,6 +265,41 @@ fn on_heartbeat(shared: &Shared, hb: &Heartbeat) {
     };
     if let Some(term) = acquired {
         shared.emit(ElectionEvent::Acquired { term });
+    }
+}
+
+/// Another member's heartbeat on partition 0: the coordinator gave it partition 0 as well. If it
+/// outranks this member, stand down at once (see [`Heartbeat::outranks`]).
+fn on_peer_heartbeat(shared: &Shared, hb: &Heartbeat, now: u64) {
+    let config = &shared.config;
+    let (fenced, generation) = {
+        let mut inner = shared.inner.lock();
+        if !inner.assigned
+            || !hb.outranks(
+                &config.name,
+                inner.generation,
+                now,
+                config.heartbeat_timeout,
+            )
+        {
+            return;
+        }
+        inner.outranked = Some((Instant::now(), hb.clone()));
+        let fenced = inner.leading.take();
+        if fenced.is_some() {
+            inner.pending = Term::new();
+        }
+        (fenced, inner.generation)
+    };
+    if let Some(term) = fenced {
+        tracing::warn!(
+            member = %config.name,
+            generation,
+            peer = %hb.member,
+            peer_generation = hb.generation,
+            "another member holds partition 0 and outranks this one: fencing"
+        );
+        shared.emit(ElectionEvent::Fenced { term });
     }
 }
 

@@ -1,11 +1,15 @@
 //! Counters shared by the stages and read by metrics and `Meter` events.
 //!
 //! They live across terms (a Prometheus counter must never go back), and the stages update them
-//! with relaxed atomics only: nothing on the per-record path waits for a reader.
+//! with relaxed atomics only: nothing on the per-record path waits for a reader. They are a
+//! module of their own, below both the pipeline (which writes them) and the metrics (which read
+//! them), so that neither has to import the other.
+
+pub mod histogram;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use crate::metrics::histogram::{self, Histogram};
+use histogram::Histogram;
 
 /// A latency histogram (seconds buckets).
 #[derive(Debug)]

@@ -1,23 +1,28 @@
-//! `neli`: watch NELI leader election work against a Kafka cluster.
+//! `elector`: watch leader election work, with any elector kind (`[leader] kind = ...`).
 //!
-//! `neli run` is one contender: it prints JSON lines (`status` every interval, `action` for each
-//! unit of leader work, gated by `is_leader()` and stamped with the term) until SIGTERM/SIGINT,
-//! then leaves the group gracefully. `neli demo -n 3` runs N contenders as child processes and
-//! prints who leads over time. Tests use `run` as the process under observation.
+//! `elector run` is one contender: it prints JSON lines (`status` every interval, `action` for
+//! each unit of leader work, gated by `is_leader()` and stamped with the term) until
+//! SIGTERM/SIGINT, then leaves gracefully. `elector demo -n 3` runs N contenders as child
+//! processes and prints who leads over time. Tests use `run` as the process under observation,
+//! for every kind alike. Settings come as for the reaper: `--config FILE` (a harvester config;
+//! only `[leader]` and `kafka` matter), `HARVESTER__*` variables, `--set PATH=VALUE`, and
+//! shorthands for NELI's usual ones.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use harvester::config::KafkaConfig;
-use harvester::election::neli::{Neli, NeliConfig};
-use harvester::election::{run_while_leader, Elector};
+use harvester::election::run_while_leader;
+use harvester::Config;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]
-#[command(about = "NELI leader election over Kafka: run contenders and watch who leads")]
+#[command(
+    about = "Leader election (NELI, NATS KV, ZooKeeper, etcd): run contenders and watch who leads"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -25,18 +30,24 @@ struct Cli {
 
 #[derive(Debug, clap::Args, Clone)]
 struct Common {
-    /// Kafka bootstrap servers.
-    #[arg(long, env = "KAFKA_BROKERS", default_value = "localhost:9092")]
-    bootstrap: String,
-    /// Consumer group shared by the contenders.
-    #[arg(long, default_value = "neli-demo")]
-    group: String,
-    /// Heartbeat timeout (session timeout is 3x).
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
-    heartbeat_timeout: Duration,
-    /// Minimum poll interval.
-    #[arg(long, default_value = "50ms", value_parser = humantime::parse_duration)]
-    min_poll_interval: Duration,
+    /// A harvester config file (TOML, YAML or JSON); `[leader]` picks the elector.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Override any field, e.g. `--set leader.kind=etcd` (repeatable).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<String>,
+    /// Kafka bootstrap servers (NELI): shorthand for `--set kafka.bootstrap.servers=...`.
+    #[arg(long, env = "KAFKA_BROKERS")]
+    bootstrap: Option<String>,
+    /// NELI's consumer group: shorthand for `--set leader.group_id=...`.
+    #[arg(long)]
+    group: Option<String>,
+    /// NELI's heartbeat timeout (session = 3x): shorthand for `--set leader.heartbeat_timeout=...`.
+    #[arg(long)]
+    heartbeat_timeout: Option<String>,
+    /// NELI's minimum poll interval: shorthand for `--set leader.min_poll_interval=...`.
+    #[arg(long)]
+    min_poll_interval: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -45,7 +56,7 @@ enum Cmd {
     Run {
         #[command(flatten)]
         common: Common,
-        /// Member name (default: host_pid_time).
+        /// Member name: shorthand for `--set leader.name=...` (default: host_pid_time).
         #[arg(long)]
         name: Option<String>,
         /// How often to print a status line.
@@ -63,6 +74,79 @@ enum Cmd {
         #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
         duration: Duration,
     },
+}
+
+impl Common {
+    /// `--set` pairs, shorthands last (they win).
+    fn pairs(&self, name: Option<&str>) -> Result<Vec<(String, String)>, String> {
+        let mut pairs = Vec::new();
+        for s in &self.set {
+            let (k, v) = s
+                .split_once('=')
+                .ok_or_else(|| format!("--set {s}: use PATH=VALUE"))?;
+            pairs.push((k.to_owned(), v.to_owned()));
+        }
+        let shorthands = [
+            ("kafka.bootstrap.servers", self.bootstrap.as_deref()),
+            ("leader.group_id", self.group.as_deref()),
+            (
+                "leader.heartbeat_timeout",
+                self.heartbeat_timeout.as_deref(),
+            ),
+            (
+                "leader.min_poll_interval",
+                self.min_poll_interval.as_deref(),
+            ),
+            ("leader.name", name),
+        ];
+        for (k, v) in shorthands {
+            if let Some(v) = v {
+                pairs.push((k.to_owned(), v.to_owned()));
+            }
+        }
+        Ok(pairs)
+    }
+
+    /// The layered, validated config.
+    fn config(&self, name: Option<&str>) -> Result<Config, String> {
+        let pairs = self.pairs(name)?;
+        let config = Config::layered(
+            self.config.as_deref(),
+            std::env::vars(),
+            pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+        .map_err(|e| harvester::chain(&e))?;
+        config
+            .leader
+            .problems(&config.kafka)
+            .into_iter()
+            .map(|p| p.to_string())
+            .reduce(|a, b| format!("{a}; {b}"))
+            .map_or(Ok(config), Err)
+    }
+
+    /// These settings as arguments for a child `elector run`.
+    fn args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(c) = &self.config {
+            args.extend(["--config".to_owned(), c.display().to_string()]);
+        }
+        for s in &self.set {
+            args.extend(["--set".to_owned(), s.clone()]);
+        }
+        let shorthands = [
+            ("--bootstrap", &self.bootstrap),
+            ("--group", &self.group),
+            ("--heartbeat-timeout", &self.heartbeat_timeout),
+            ("--min-poll-interval", &self.min_poll_interval),
+        ];
+        for (flag, v) in shorthands {
+            if let Some(v) = v {
+                args.extend([flag.to_owned(), v.clone()]);
+            }
+        }
+        args
+    }
 }
 
 fn now_ms() -> u128 {
@@ -83,26 +167,23 @@ async fn run(
     name: Option<String>,
     status_interval: Duration,
 ) -> Result<(), String> {
-    let kafka = KafkaConfig::with_bootstrap(&common.bootstrap);
-    let config = NeliConfig {
-        group_id: Some(common.group.clone()),
-        name,
-        heartbeat_timeout: common.heartbeat_timeout,
-        min_poll_interval: common.min_poll_interval,
-        ..Default::default()
-    };
-    let neli = std::sync::Arc::new(Neli::start(&kafka, &config).map_err(|e| e.to_string())?);
-    let member = neli.settings().name.clone();
-    let events = neli.take_events().ok_or("events already taken")?;
+    let config = common.config(name.as_deref())?;
+    let elector = config
+        .leader
+        .build(&config.kafka)
+        .await
+        .map_err(|e| harvester::chain(&e))?;
+    let member = name.unwrap_or_else(|| elector.describe());
+    let events = elector.take_events().ok_or("events already taken")?;
     let cancel = CancellationToken::new();
 
     let status = {
-        let (neli, cancel, member) = (neli.clone(), cancel.clone(), member.clone());
+        let (elector, cancel, member) = (elector.clone(), cancel.clone(), member.clone());
         tokio::spawn(async move {
             while !cancel.is_cancelled() {
-                let term = neli.term().map(|t| t.to_string());
+                let term = elector.term().map(|t| t.to_string());
                 emit(
-                    serde_json::json!({"kind": "status", "member": member, "t": now_ms() as u64, "leader": neli.is_leader(), "term": term}),
+                    serde_json::json!({"kind": "status", "member": member, "t": now_ms() as u64, "leader": elector.is_leader(), "term": term}),
                 );
                 tokio::time::sleep(status_interval).await;
             }
@@ -122,9 +203,9 @@ async fn run(
     };
     let work = {
         let m = member.clone();
-        let n = neli.clone();
+        let n = elector.clone();
         run_while_leader(
-            neli.as_ref(),
+            elector.as_ref(),
             events,
             cancel.clone(),
             move |term, _token| {
@@ -142,13 +223,13 @@ async fn run(
         )
     };
     let result = work.await;
-    neli.close();
-    let closed = neli.closed().await;
+    elector.close();
+    let closed = elector.closed().await;
     cancel.cancel();
     let _ = status.await;
     signals.abort();
     emit(serde_json::json!({"kind": "closed", "member": member, "t": now_ms() as u64}));
-    result.and(closed).map_err(|e| e.to_string())
+    result.and(closed).map_err(|e| harvester::chain(&e))
 }
 
 async fn demo(common: Common, contenders: usize, duration: Duration) -> Result<(), String> {
@@ -157,21 +238,8 @@ async fn demo(common: Common, contenders: usize, duration: Duration) -> Result<(
     let mut children = Vec::new();
     for i in 0..contenders {
         let mut child = tokio::process::Command::new(&exe)
-            .args([
-                "run",
-                "--bootstrap",
-                &common.bootstrap,
-                "--group",
-                &common.group,
-            ])
-            .args([
-                "--heartbeat-timeout",
-                &humantime::format_duration(common.heartbeat_timeout).to_string(),
-            ])
-            .args([
-                "--min-poll-interval",
-                &humantime::format_duration(common.min_poll_interval).to_string(),
-            ])
+            .arg("run")
+            .args(common.args())
             .args([
                 "--name",
                 &format!("contender-{i}"),
@@ -255,7 +323,7 @@ async fn main() {
         } => demo(common, contenders, duration).await,
     };
     if let Err(e) = result {
-        eprintln!("neli: {e}");
+        eprintln!("elector: {e}");
         std::process::exit(1);
     }
 }

@@ -1,31 +1,24 @@
 //! Numbered migrations for the configured table names.
 //!
 //! sqlx's migrator runs fixed SQL, but the outbox table's name is the user's, so the numbered
-//! files in `harvester/migrations/` are rendered for the table and applied here, each once,
+//! files in `migrations/` beside this module are rendered for the table and applied here, each once,
 //! recorded in `harvester_migrations` beside the table, under an advisory lock so that several
 //! starting harvesters do not race.
 
 use sqlx::{Executor, PgPool};
 
-use super::{placeholders, render, Shape, TableName};
+use super::statements::{placeholders, render};
 use crate::error::Error;
+use crate::outbox::{Shape, TableName};
 use crate::Result;
 
-const OUTBOX: (i32, &str, &str) = (
-    1,
-    "outbox",
-    include_str!("../../migrations/0001_outbox.sql"),
-);
+const OUTBOX: (i32, &str, &str) = (1, "outbox", include_str!("migrations/0001_outbox.sql"));
 const QUARANTINE: (i32, &str, &str) = (
     2,
     "quarantine",
-    include_str!("../../migrations/0002_quarantine.sql"),
+    include_str!("migrations/0002_quarantine.sql"),
 );
-const NOTIFY: (i32, &str, &str) = (
-    3,
-    "notify",
-    include_str!("../../migrations/0003_notify.sql"),
-);
+const NOTIFY: (i32, &str, &str) = (3, "notify", include_str!("migrations/0003_notify.sql"));
 
 const NATIVE: &[(i32, &str, &str)] = &[OUTBOX, QUARANTINE, NOTIFY];
 /// A goharvest table is left as it is: only the quarantine is ours.
@@ -49,7 +42,7 @@ pub async fn migrate(
         .begin()
         .await
         .map_err(Error::db("begin the migration transaction"))?;
-    let lock_key = i64::from(crate::pipeline::route::fnv1a32(table.quoted().as_bytes()));
+    let lock_key = i64::from(crate::hash::fnv1a32(table.quoted().as_bytes()));
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(lock_key)
         .execute(&mut *tx)

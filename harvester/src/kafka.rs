@@ -1,11 +1,16 @@
-//! librdkafka pass-through settings.
+//! What every Kafka client of the harvester shares: the librdkafka pass-through settings and the
+//! forwarding of librdkafka's log lines into `tracing`.
 //!
 //! Users may set any librdkafka property (security, timeouts, compression), except those the
 //! harvester must control for correctness: setting one of those is an error naming the key,
 //! never a silent override (as in Vector's Kafka sink).
+//!
+//! A leaf module: the config, the electors and the pipeline all import it, and it imports none
+//! of them, so no dependency circle can run through the Kafka settings.
 
 use std::collections::BTreeMap;
 
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::ClientConfig;
 use serde::{Deserialize, Serialize};
 
@@ -115,6 +120,22 @@ impl KafkaConfig {
                 )
             })
             .collect()
+    }
+}
+
+/// Forwards one librdkafka log line to `tracing`, tagged with the client (`member`): errors and
+/// warnings as such, librdkafka's notices and infos at debug (they are chatty), its debug at trace.
+pub fn log_to_tracing(member: &str, level: RDKafkaLogLevel, fac: &str, message: &str) {
+    match level {
+        RDKafkaLogLevel::Emerg
+        | RDKafkaLogLevel::Alert
+        | RDKafkaLogLevel::Critical
+        | RDKafkaLogLevel::Error => tracing::error!(member, fac, "librdkafka: {message}"),
+        RDKafkaLogLevel::Warning => tracing::warn!(member, fac, "librdkafka: {message}"),
+        RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+            tracing::debug!(member, fac, "librdkafka: {message}")
+        }
+        RDKafkaLogLevel::Debug => tracing::trace!(member, fac, "librdkafka: {message}"),
     }
 }
 

@@ -1,0 +1,178 @@
+//! `[leader]`: which elector decides who harvests, as a tagged enum (`kind = "neli"` plus that
+//! kind's fields), so a new elector is one folder under `election/` plus one variant here.
+//!
+//! `kind` may be left out and then means `neli`, so files written before there was a choice
+//! (and goharvest's reaper files, which only know NELI) keep working unchanged.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::election::neli::{self, Neli, NeliConfig};
+use crate::election::Elector;
+use crate::error::ConfigProblem;
+use crate::kafka::KafkaConfig;
+use crate::Result;
+
+/// The leader elector and its settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LeaderConfig {
+    /// NELI over Kafka's group coordinator (the default): the member that owns partition 0 of
+    /// the leader topic leads, and fences itself when it stops reading back its own heartbeats.
+    /// Needs nothing but the Kafka cluster the records go to.
+    Neli(NeliConfig),
+}
+
+/// The kinds, for error messages.
+const KINDS: &[&str] = &["neli"];
+
+impl Default for LeaderConfig {
+    fn default() -> Self {
+        LeaderConfig::Neli(NeliConfig::default())
+    }
+}
+
+impl From<NeliConfig> for LeaderConfig {
+    fn from(c: NeliConfig) -> Self {
+        LeaderConfig::Neli(c)
+    }
+}
+
+impl<'de> Deserialize<'de> for LeaderConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        // serde's derived internally tagged enums cannot default the tag, so read the table,
+        // take `kind` out, and hand the rest to the kind's own (deny_unknown_fields) struct.
+        let mut table = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
+        let kind = match table.remove("kind") {
+            None => "neli".to_owned(),
+            Some(serde_json::Value::String(kind)) => kind,
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "leader.kind must be one of {KINDS:?}, not {other}"
+                )))
+            }
+        };
+        let rest = serde_json::Value::Object(table);
+        match kind.as_str() {
+            "neli" => NeliConfig::deserialize(rest)
+                .map(LeaderConfig::Neli)
+                .map_err(D::Error::custom),
+            other => Err(D::Error::unknown_variant(other, KINDS)),
+        }
+    }
+}
+
+impl LeaderConfig {
+    /// The elector's name, as written in `kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LeaderConfig::Neli(_) => "neli",
+        }
+    }
+
+    /// The NELI settings, when that is the kind.
+    pub fn neli(&self) -> Option<&NeliConfig> {
+        match self {
+            LeaderConfig::Neli(c) => Some(c),
+        }
+    }
+
+    /// The NELI settings, mutable, when that is the kind.
+    pub fn neli_mut(&mut self) -> Option<&mut NeliConfig> {
+        match self {
+            LeaderConfig::Neli(c) => Some(c),
+        }
+    }
+
+    /// Every problem with the settings (fields under `leader.`), including Kafka settings the
+    /// elector must control.
+    pub fn problems(&self, kafka: &KafkaConfig) -> Vec<ConfigProblem> {
+        match self {
+            LeaderConfig::Neli(c) => {
+                let mut p = c.problems("leader");
+                p.extend(neli::kafka_problems(kafka, &c.resolve(), "kafka"));
+                p
+            }
+        }
+    }
+
+    /// How long a leader may go without confirming its leadership before it stops acting on
+    /// its own (for NELI, `heartbeat_timeout`).
+    pub fn lease(&self) -> Duration {
+        match self {
+            LeaderConfig::Neli(c) => c.heartbeat_timeout,
+        }
+    }
+
+    /// How long after a leader falls silent a successor may be elected (for NELI, the group's
+    /// session timeout, 3 x `heartbeat_timeout`). Anything a stalled leader could still send
+    /// must expire before this.
+    pub fn succession(&self) -> Duration {
+        match self {
+            LeaderConfig::Neli(c) => c.heartbeat_timeout * 3,
+        }
+    }
+
+    /// How long an orderly hand-off waits for this member to stop leader work.
+    pub fn revoke_timeout(&self) -> Duration {
+        match self {
+            LeaderConfig::Neli(c) => c.resolve().revoke_timeout,
+        }
+    }
+
+    /// Starts the elector with the shared Kafka settings; it contends from then on. Electors
+    /// that talk to a server of their own connect here, bounded, so an unreachable server is an
+    /// error naming the field rather than a hang.
+    pub async fn build(&self, kafka: &KafkaConfig) -> Result<Arc<dyn Elector>> {
+        match self {
+            LeaderConfig::Neli(c) => Ok(Arc::new(Neli::start(kafka, c)?)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_is_a_tag_and_defaults_to_neli() {
+        let tagged: LeaderConfig =
+            serde_json::from_str(r#"{"kind": "neli", "group_id": "billing"}"#).unwrap();
+        let untagged: LeaderConfig = serde_json::from_str(r#"{"group_id": "billing"}"#).unwrap();
+        assert_eq!(tagged, untagged);
+        assert_eq!(tagged.neli().unwrap().group_id.as_deref(), Some("billing"));
+        let json = serde_json::to_value(&tagged).unwrap();
+        assert_eq!(json["kind"], "neli");
+        assert_eq!(
+            serde_json::from_value::<LeaderConfig>(json).unwrap(),
+            tagged
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_and_fields_are_errors_naming_them() {
+        let e = serde_json::from_str::<LeaderConfig>(r#"{"kind": "raft"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("raft") && e.contains("neli"), "{e}");
+        let e = serde_json::from_str::<LeaderConfig>(r#"{"kind": "neli", "heartbeat": "1s"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("heartbeat"), "{e}");
+    }
+
+    #[test]
+    fn timings_derive_from_the_kind() {
+        let c = LeaderConfig::from(NeliConfig {
+            heartbeat_timeout: Duration::from_secs(2),
+            ..Default::default()
+        });
+        assert_eq!(c.lease(), Duration::from_secs(2));
+        assert_eq!(c.succession(), Duration::from_secs(6));
+        assert_eq!(c.revoke_timeout(), Duration::from_secs(4));
+    }
+}

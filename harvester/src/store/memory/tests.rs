@@ -1,0 +1,157 @@
+use std::time::Duration;
+
+use super::*;
+use crate::outbox::StashRecord;
+
+fn records(n: usize) -> Vec<StashRecord> {
+    (0..n)
+        .map(|i| StashRecord::new("t", format!("k{}", i % 3), format!("v{i}")))
+        .collect()
+}
+
+fn ids(decoded: &[Decoded]) -> Vec<i64> {
+    decoded
+        .iter()
+        .map(|d| match d {
+            Ok(r) => r.id,
+            Err(p) => p.id,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn marks_take_the_head_for_a_leader_and_skip_its_own_rows() {
+    let store = MemoryStore::new();
+    let inserted = store.insert(&records(5));
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    assert_eq!(ids(&store.mark(a, 2).await.unwrap()), inserted[..2]);
+    assert_eq!(ids(&store.mark(a, 10).await.unwrap()), inserted[2..]);
+    assert!(
+        store.mark(a, 10).await.unwrap().is_empty(),
+        "all marked by a"
+    );
+    // A newer leader takes everything back, from the head.
+    assert_eq!(ids(&store.mark(b, 10).await.unwrap()), inserted);
+    assert!(store.rows().iter().all(|r| r.leader_id == Some(b)));
+}
+
+#[tokio::test]
+async fn purge_reset_and_quarantine_touch_only_the_leaders_rows() {
+    let store = MemoryStore::new();
+    let inserted = store.insert(&records(4));
+    let (stale, current) = (Uuid::new_v4(), Uuid::new_v4());
+    store.mark(stale, 4).await.unwrap();
+    store.mark(current, 4).await.unwrap();
+    assert_eq!(store.purge(&inserted, &[stale]).await.unwrap(), 0);
+    assert_eq!(store.reset(&inserted, &[stale]).await.unwrap(), 0);
+    assert!(!store.quarantine(inserted[0], &[stale], "x").await.unwrap());
+    assert_eq!(store.len(), 4, "a stale leader touched nothing");
+    assert_eq!(
+        store
+            .reset(&inserted[..1], &[stale, current])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(store.rows()[0].leader_id, None);
+    assert!(store
+        .quarantine(inserted[1], &[current], "poison")
+        .await
+        .unwrap());
+    assert_eq!(store.purge(&inserted, &[current]).await.unwrap(), 2);
+    assert_eq!(store.len(), 1, "the reset row is left");
+    let q = store.quarantined();
+    assert_eq!((q[0].row.id, q[0].reason.as_str()), (inserted[1], "poison"));
+}
+
+#[tokio::test]
+async fn malformed_rows_come_back_as_poison() {
+    let store = MemoryStore::new();
+    let good = store.insert(&records(1))[0];
+    let mut bad = Row::from(&StashRecord::new("t", "k", "v"));
+    bad.header_keys = vec!["a".into(), "b".into()];
+    bad.header_values = vec![b"1".to_vec()];
+    let bad = store.insert_raw(bad);
+    let mut keyless = Row::from(&StashRecord::new("t", "k", "v"));
+    keyless.key = None;
+    let keyless = store.insert_raw(keyless);
+    let marked = store.mark(Uuid::new_v4(), 10).await.unwrap();
+    assert!(marked[0].as_ref().is_ok_and(|r| r.id == good));
+    assert!(marked[1]
+        .as_ref()
+        .is_err_and(|p| p.id == bad && p.reason.contains("header arrays differ")));
+    assert!(marked[2]
+        .as_ref()
+        .is_err_and(|p| p.id == keyless && p.reason.contains("key is NULL")));
+}
+
+#[tokio::test]
+async fn planned_faults_fail_lose_the_outcome_delay_or_hold() {
+    let store = MemoryStore::new();
+    store.insert(&records(3));
+    let leader = Uuid::new_v4();
+    store.plan(Op::Mark, Fault::Fail);
+    store.plan(Op::Mark, Fault::UnknownOutcome);
+    assert!(matches!(
+        store.mark(leader, 1).await,
+        Err(Error::Injected(_))
+    ));
+    assert!(
+        store.rows().iter().all(|r| r.leader_id.is_none()),
+        "a failed mark marks nothing"
+    );
+    assert!(matches!(
+        store.mark(leader, 1).await,
+        Err(Error::Injected(_))
+    ));
+    assert_eq!(
+        store.rows()[0].leader_id,
+        Some(leader),
+        "an unknown outcome was applied"
+    );
+    store.plan(Op::Mark, Fault::Delay(Duration::from_millis(50)));
+    let started = std::time::Instant::now();
+    assert_eq!(store.mark(leader, 1).await.unwrap().len(), 1);
+    assert!(started.elapsed() >= Duration::from_millis(50));
+
+    let gate = store.hold_next(Op::Purge);
+    let ids: Vec<i64> = store.rows().iter().map(|r| r.id).collect();
+    let held = {
+        let store = store.clone();
+        tokio::spawn(async move { store.purge(&ids, &[leader]).await })
+    };
+    gate.reached().await;
+    // While the purge waits, a newer leader re-marks everything: the purge then misses.
+    store.mark(Uuid::new_v4(), 10).await.unwrap();
+    gate.open();
+    assert_eq!(held.await.unwrap().unwrap(), 0);
+    assert_eq!(store.calls(Op::Mark), 4);
+    assert_eq!(store.calls(Op::Purge), 1);
+}
+
+#[tokio::test]
+async fn wakeups_follow_inserts_or_poll() {
+    let store = MemoryStore::new();
+    let mut wakeups = store.wakeups().await;
+    let waiting = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        wakeups.wait(Duration::from_secs(30)).await;
+        started.elapsed()
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store.insert(&records(1));
+    assert!(
+        waiting.await.unwrap() < Duration::from_secs(5),
+        "woken by the insert"
+    );
+
+    let polling = MemoryStore::with_options(false, true);
+    let mut wakeups = polling.wakeups().await;
+    polling.insert(&records(1));
+    let started = std::time::Instant::now();
+    wakeups.wait(Duration::from_millis(30)).await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(30),
+        "polling waits out idle"
+    );
+}

@@ -1,0 +1,170 @@
+//! The outbox store port: everything the pipeline needs from the database, as one trait.
+//!
+//! MP/R is correct only if a handful of statements keep precise promises (which rows a mark may
+//! return, that purge and reset never touch another leader's rows, that a quarantine loses
+//! nothing). Those promises are written down once, on [`OutboxStore`], and every backend keeps
+//! them; the pipeline relies on nothing else. Each implementation lives in a folder of its own
+//! with its SQL and migrations:
+//!
+//! - [`postgres`]: the production store (sqlx; `UPDATE … RETURNING` marks, `LISTEN/NOTIFY`
+//!   wake-ups, the native or an unchanged goharvest table);
+//! - [`memory`]: an in-memory store with fault injection, for fast deterministic tests of the
+//!   pipeline's failure handling (and embedders' own tests), never a production backend.
+//!
+//! Calls return boxed futures so that the pipeline can hold an `Arc<dyn OutboxStore>`: a store is
+//! called once per batch, never per record, so one allocation and one indirect call per
+//! statement cost nothing next to the statement's round trip.
+
+pub mod memory;
+pub mod postgres;
+mod settings;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use uuid::Uuid;
+
+use crate::error::ConfigProblem;
+use crate::outbox::Decoded;
+use crate::{Error, Result};
+
+pub use settings::{DatabaseConfig, OutboxConfig};
+
+/// What the outbox holds now, cheap enough to read on every metrics scrape.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Backlog {
+    /// Rows in the table: exact up to 100,000, an estimate (the id span) above that.
+    pub rows: i64,
+    /// Seconds since the oldest row was written; 0 when the table is empty.
+    pub oldest_age_seconds: f64,
+}
+
+/// A store's connection pool, for the pool gauges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Open connections.
+    pub size: u32,
+    /// Idle connections.
+    pub idle: usize,
+    /// The configured maximum.
+    pub max: u32,
+}
+
+/// How the marker waits for new rows when the last mark found none.
+///
+/// The store chooses the mechanism (a `LISTEN` connection, a change feed, or nothing at all);
+/// the marker chooses how long it is willing to wait and backs that off while idle.
+pub trait Wakeups: Send + fmt::Debug {
+    /// Resolves when rows may have been committed (a notification arrived) or after `idle`,
+    /// whichever comes first. Spurious wake-ups are allowed (the marker just marks again);
+    /// sleeping past `idle` is not. Dropping the future before it resolves is safe.
+    fn wait(&mut self, idle: Duration) -> BoxFuture<'_, ()>;
+}
+
+/// Wake-ups for a store without notifications: the marker polls, backing off to `idle`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Polling;
+
+impl Wakeups for Polling {
+    fn wait(&mut self, idle: Duration) -> BoxFuture<'_, ()> {
+        Box::pin(tokio::time::sleep(idle))
+    }
+}
+
+/// The outbox table, as MP/R (mark-purge/reset) needs it.
+///
+/// Every row has an id (unique, assigned at insert, increasing in insert order; a transaction
+/// that commits late may make a lower id visible after a higher one) and a `leader_id`: NULL,
+/// or the id of the leader generation that marked it. A leader has several generations per
+/// term (a fresh id after each forced re-mark); the pipeline passes all of its term's
+/// generations to purge, reset and quarantine.
+///
+/// # What the pipeline relies on
+/// - **Mark is atomic and exclusive.** A row is returned by [`mark`](Self::mark) exactly when
+///   that call set its `leader_id` to `leader`, and the change is committed when the call
+///   returns `Ok`. A failed call may or may not have committed (an unknown outcome): the
+///   pipeline then forgets what it holds and re-marks everything under a fresh leader id, so an
+///   implementation must never report `Ok` for a mark it did not apply, nor leave a row half
+///   marked.
+/// - **Mark takes the head of the table.** It returns the rows with the lowest ids among the
+///   committed rows whose `leader_id` is NULL or differs from `leader` (so a new generation
+///   re-marks what an older one or a dead leader left), at most `limit`, **sorted by id**. Per-key
+///   order rests on this: a key's records are committed in id order by its writer, so a key's
+///   row never comes back before an older row of the same key that is still in the table.
+/// - **Purge, reset and quarantine are conditioned on the leader.** They touch a row only while
+///   its `leader_id` is one of `leaders`; a row another leader has re-marked (this process is
+///   stale) or that is already gone is skipped silently and not counted. Each call is atomic.
+/// - **Quarantine loses nothing.** Removing the row from the outbox and recording it (with the
+///   reason) in the quarantine happen together or not at all.
+/// - **Nothing here retries.** Errors are returned; the pipeline decides (back off and retry a
+///   purge, force a re-mark after a failed reset, ...). Client-side time bounds are the
+///   pipeline's too; server-side ones (a statement timeout) are the store's.
+pub trait OutboxStore: Send + Sync + fmt::Debug + 'static {
+    /// A short description for logs: backend and table.
+    fn describe(&self) -> String;
+
+    /// Creates or upgrades the outbox and quarantine tables to this version. Idempotent and
+    /// safe when several harvesters start at once. Rows already in the table are kept.
+    fn migrate(&self) -> BoxFuture<'_, Result<()>>;
+
+    /// Escrows up to `limit` rows for `leader` and returns them decoded (a malformed row comes
+    /// back as [`crate::outbox::Poison`], never as an error), sorted by id. See the trait docs.
+    fn mark(&self, leader: Uuid, limit: usize) -> BoxFuture<'_, Result<Vec<Decoded>>>;
+
+    /// Deletes the rows of `ids` still marked by one of `leaders`; returns how many it deleted.
+    fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>>;
+
+    /// Sets `leader_id` back to NULL on the rows of `ids` still marked by one of `leaders`, so
+    /// the next mark (of any generation) takes them again; returns how many it reset.
+    fn reset<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>>;
+
+    /// Moves row `id`, if still marked by one of `leaders`, to the quarantine with `reason`,
+    /// atomically; returns whether it moved.
+    fn quarantine<'a>(
+        &'a self,
+        id: i64,
+        leaders: &'a [Uuid],
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// A wake-up source for the marker of one term (see [`Wakeups`]). A store that cannot
+    /// notify returns [`Polling`]; so does one whose notifications are unavailable right now,
+    /// after logging why.
+    fn wakeups(&self) -> BoxFuture<'_, Box<dyn Wakeups>>;
+
+    /// The backlog and the age of the oldest row.
+    fn backlog(&self) -> BoxFuture<'_, Result<Backlog>>;
+
+    /// Whether the database answers (a trivial statement), for readiness probes.
+    fn ping(&self) -> BoxFuture<'_, Result<()>>;
+
+    /// The connection pool's gauges, if the store has a pool.
+    fn pool_stats(&self) -> Option<PoolStats> {
+        None
+    }
+}
+
+/// The store `database.url` names (its scheme picks the backend), connected.
+pub async fn connect(
+    database: &DatabaseConfig,
+    outbox: &OutboxConfig,
+) -> Result<Arc<dyn OutboxStore>> {
+    if postgres::accepts(&database.url) {
+        let store = postgres::PgStore::connect(database, outbox).await?;
+        return Ok(Arc::new(store));
+    }
+    Err(Error::InvalidConfig(url_problems(&database.url)))
+}
+
+/// Problems with a database URL: none when some store accepts it.
+pub(crate) fn url_problems(url: &str) -> Vec<ConfigProblem> {
+    if postgres::accepts(url) {
+        return Vec::new();
+    }
+    vec![ConfigProblem::new(
+        "database.url",
+        "must be a postgres:// URL, e.g. postgres://user@host:5432/db",
+    )]
+}

@@ -1,0 +1,265 @@
+//! The Postgres outbox store: MP/R with `UPDATE … RETURNING` marks, batched leader-conditioned
+//! purges and resets, an atomic quarantine (`DELETE … RETURNING` into the quarantine table in one
+//! statement), and `LISTEN/NOTIFY` wake-ups.
+//!
+//! Everything Postgres-specific lives in this folder: the sqlx code, the `.sql` files
+//! (`sql/`), the numbered migrations (`migrations/`), the row decoding, the stasher services use
+//! to write records, and the connection pool. Both table shapes are served: the native table
+//! (bytes, headers, partition, timestamp) and goharvest's, harvested unchanged.
+//!
+//! Every statement runs with `database.statement_timeout` on the server, set on each connection
+//! the store opens, so a statement the client gave up on does not go on holding locks.
+
+mod decode;
+mod listen;
+mod migrate;
+mod stasher;
+mod statements;
+
+use futures::future::BoxFuture;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Executor, PgPool};
+use uuid::Uuid;
+
+pub use migrate::migrate;
+pub use stasher::Stasher;
+pub use statements::Statements;
+
+use super::{Backlog, DatabaseConfig, OutboxConfig, OutboxStore, PoolStats, Wakeups};
+use crate::error::Error;
+use crate::outbox::{Decoded, Shape, TableName};
+use crate::Result;
+
+/// Whether `url` names a Postgres database.
+pub fn accepts(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// Pool settings for the harvester: its size and acquire timeout, and the statement timeout on
+/// every connection.
+fn pool_options(database: &DatabaseConfig) -> PgPoolOptions {
+    let timeout_ms = database.statement_timeout.as_millis();
+    PgPoolOptions::new()
+        .max_connections(database.max_connections)
+        .acquire_timeout(database.connect_timeout)
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                conn.execute(format!("SET statement_timeout = {timeout_ms}").as_str())
+                    .await?;
+                Ok(())
+            })
+        })
+}
+
+/// A connection pool with the harvester's statement timeout on every connection.
+pub async fn connect_pool(database: &DatabaseConfig) -> Result<PgPool> {
+    pool_options(database)
+        .connect(&database.url)
+        .await
+        .map_err(Error::db(format!("connect to {}", database.redacted_url())))
+}
+
+/// The Postgres outbox store. Cloning shares the pool.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    statements: std::sync::Arc<Statements>,
+    table: TableName,
+    quarantine: TableName,
+    shape: Shape,
+    require_key: bool,
+}
+
+impl PgStore {
+    /// Connects a pool to `database.url` (see [`connect_pool`]) for the configured outbox.
+    pub async fn connect(database: &DatabaseConfig, outbox: &OutboxConfig) -> Result<Self> {
+        Ok(Self::on(connect_pool(database).await?, outbox))
+    }
+
+    /// A store that reaches the database the way a caller's pool does (its URL, credentials and
+    /// TLS settings) but opens connections of its own, sized by `database.max_connections` and
+    /// with `database.statement_timeout`, so the harvester's statements stay bounded and it never
+    /// takes connections the caller's service needs.
+    pub async fn like_pool(
+        pool: &PgPool,
+        database: &DatabaseConfig,
+        outbox: &OutboxConfig,
+    ) -> Result<Self> {
+        let options: PgConnectOptions = (*pool.connect_options()).clone();
+        let own = pool_options(database)
+            .connect_with(options)
+            .await
+            .map_err(Error::db("connect with the caller's pool options"))?;
+        Ok(Self::on(own, outbox))
+    }
+
+    /// A store on `pool` as it is. The pool should set `statement_timeout` on its connections
+    /// ([`connect_pool`] does); prefer [`PgStore::like_pool`] for a pool made elsewhere.
+    pub fn on(pool: PgPool, outbox: &OutboxConfig) -> Self {
+        let table = outbox.table.clone();
+        let quarantine = outbox.quarantine();
+        PgStore {
+            statements: std::sync::Arc::new(Statements::new(&table, &quarantine, outbox.shape)),
+            pool,
+            table,
+            quarantine,
+            shape: outbox.shape,
+            require_key: outbox.require_key,
+        }
+    }
+
+    /// The store's pool (for a service's own statements, e.g. its business transactions).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The rendered statements for the configured table.
+    pub fn statements(&self) -> &Statements {
+        &self.statements
+    }
+
+    /// A stasher for this outbox (its table and shape).
+    pub fn stasher(&self) -> Stasher {
+        Stasher::with_shape(&self.table, self.shape)
+    }
+}
+
+impl PgStore {
+    /// Runs a leader-conditioned statement over `ids` (`$1` ids, `$2` leader ids, returning
+    /// the ids it touched); returns how many it touched.
+    async fn on_ids(
+        &self,
+        sql: &str,
+        ids: &[i64],
+        leaders: &[Uuid],
+        action: &'static str,
+    ) -> Result<u64> {
+        let touched = sqlx::query_scalar::<_, i64>(sql)
+            .bind(ids)
+            .bind(leaders)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(Error::db(action))?;
+        Ok(touched.len() as u64)
+    }
+}
+
+impl OutboxStore for PgStore {
+    fn describe(&self) -> String {
+        let shape = match self.shape {
+            Shape::Native => "native",
+            Shape::Goharvest => "goharvest",
+        };
+        format!("postgres {} ({shape} shape)", self.table)
+    }
+
+    fn migrate(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(migrate(
+            &self.pool,
+            &self.table,
+            &self.quarantine,
+            self.shape,
+        ))
+    }
+
+    fn mark(&self, leader: Uuid, limit: usize) -> BoxFuture<'_, Result<Vec<Decoded>>> {
+        Box::pin(async move {
+            let rows = sqlx::query(&self.statements.mark)
+                .bind(leader)
+                .bind(limit as i64)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(Error::db("run the mark query"))?;
+            let decode = match self.shape {
+                Shape::Native => decode::decode_native,
+                Shape::Goharvest => decode::decode_goharvest,
+            };
+            let mut decoded = rows
+                .iter()
+                .map(|row| decode(row, self.require_key))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(Error::db("decode marked rows"))?;
+            // RETURNING order is arbitrary; the contract is id order.
+            decoded.sort_by_key(|d| match d {
+                Ok(r) => r.id,
+                Err(p) => p.id,
+            });
+            Ok(decoded)
+        })
+    }
+
+    fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(self.on_ids(
+            &self.statements.purge,
+            ids,
+            leaders,
+            "purge acknowledged rows",
+        ))
+    }
+
+    fn reset<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(self.on_ids(&self.statements.reset, ids, leaders, "reset rows"))
+    }
+
+    fn quarantine<'a>(
+        &'a self,
+        id: i64,
+        leaders: &'a [Uuid],
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let moved = sqlx::query_scalar::<_, i64>(&self.statements.quarantine)
+                .bind(id)
+                .bind(leaders)
+                .bind(reason)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(Error::db(format!("quarantine row {id}")))?;
+            Ok(moved.is_some())
+        })
+    }
+
+    fn wakeups(&self) -> BoxFuture<'_, Box<dyn Wakeups>> {
+        Box::pin(listen::wakeups(
+            &self.pool,
+            self.statements.channel.as_deref(),
+        ))
+    }
+
+    fn backlog(&self) -> BoxFuture<'_, Result<Backlog>> {
+        Box::pin(async move {
+            let (capped, span, age) =
+                sqlx::query_as::<_, (i64, Option<i64>, Option<f64>)>(&self.statements.backlog)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(Error::db("sample the outbox backlog"))?;
+            let rows = if capped > 100_000 {
+                span.unwrap_or(capped)
+            } else {
+                capped
+            };
+            Ok(Backlog {
+                rows,
+                oldest_age_seconds: age.unwrap_or(0.0).max(0.0),
+            })
+        })
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            sqlx::query("SELECT 1")
+                .execute(&self.pool)
+                .await
+                .map(|_| ())
+                .map_err(Error::db("ping"))
+        })
+    }
+
+    fn pool_stats(&self) -> Option<PoolStats> {
+        Some(PoolStats {
+            size: self.pool.size(),
+            idle: self.pool.num_idle(),
+            max: self.pool.options().get_max_connections(),
+        })
+    }
+}

@@ -1,0 +1,68 @@
+//! The SQL run against one configured table, rendered once.
+//!
+//! SQL lives in `.sql` files beside this module with `{{placeholders}}` for identifiers, which
+//! are filled once, quoted, from the configured [`TableName`]: statements are prepared with
+//! bound values only, never string-built per call.
+
+use crate::outbox::{Shape, TableName};
+
+/// The SQL statements for one configured table, rendered once.
+#[derive(Debug, Clone)]
+pub struct Statements {
+    pub mark: String,
+    pub purge: String,
+    pub reset: String,
+    pub quarantine: String,
+    pub backlog: String,
+    pub stash: String,
+    /// LISTEN channel woken by the insert trigger (native shape only).
+    pub channel: Option<String>,
+}
+
+/// Identifier placeholders for one table.
+pub(crate) fn placeholders(
+    table: &TableName,
+    quarantine: &TableName,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("{{outbox}}", table.quoted()),
+        ("{{quarantine}}", quarantine.quoted()),
+        ("{{channel}}", table.ident("_harvest")),
+        ("{{notify_fn}}", table.sibling("_notify").quoted()),
+        (
+            "{{notify_trigger}}",
+            format!("\"{}\"", table.ident("_notify_trg")),
+        ),
+    ]
+}
+
+pub(crate) fn render(template: &str, values: &[(&str, String)]) -> String {
+    values
+        .iter()
+        .fold(template.to_owned(), |sql, (k, v)| sql.replace(k, v))
+}
+
+impl Statements {
+    pub fn new(table: &TableName, quarantine: &TableName, shape: Shape) -> Self {
+        let p = placeholders(table, quarantine);
+        let (mark, stash) = match shape {
+            Shape::Native => (
+                include_str!("sql/mark_native.sql"),
+                include_str!("sql/stash_native.sql"),
+            ),
+            Shape::Goharvest => (
+                include_str!("sql/mark_goharvest.sql"),
+                include_str!("sql/stash_goharvest.sql"),
+            ),
+        };
+        Statements {
+            mark: render(mark, &p),
+            purge: render(include_str!("sql/purge.sql"), &p),
+            reset: render(include_str!("sql/reset.sql"), &p),
+            quarantine: render(include_str!("sql/quarantine.sql"), &p),
+            backlog: render(include_str!("sql/backlog.sql"), &p),
+            stash: render(stash, &p),
+            channel: (shape == Shape::Native).then(|| table.ident("_harvest")),
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The settings every SQL store shares: where the database is, how many connections and how
+//! long a statement may run, and which table holds the outbox. They are the store's, so they
+//! live here; `crate::config::Config` only gathers them into its `[database]` and `[outbox]`
+//! sections.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigProblem;
+use crate::outbox::{Shape, TableName};
+
+/// Database connection settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// Postgres URL. Default `postgres://postgres@localhost:5432/postgres`.
+    pub url: String,
+    /// Connections in the pool (marker, purger, listener, metrics). Default 4.
+    pub max_connections: u32,
+    /// Server-side `statement_timeout` for every harvester statement. Default 10s.
+    #[serde(with = "humantime_serde")]
+    pub statement_timeout: Duration,
+    /// How long to wait for a connection. Default 5s.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Create or upgrade the outbox and quarantine tables on start. Default true.
+    pub migrate: bool,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            url: "postgres://postgres@localhost:5432/postgres".into(),
+            max_connections: 4,
+            statement_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            migrate: true,
+        }
+    }
+}
+
+impl DatabaseConfig {
+    /// The URL with any password replaced.
+    pub fn redacted_url(&self) -> String {
+        match (self.url.find("://"), self.url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                let creds = &self.url[scheme + 3..at];
+                match creds.find(':') {
+                    Some(colon) => format!(
+                        "{}{}:<redacted>{}",
+                        &self.url[..scheme + 3],
+                        &creds[..colon],
+                        &self.url[at..]
+                    ),
+                    None => self.url.clone(),
+                }
+            }
+            _ => self.url.clone(),
+        }
+    }
+}
+
+/// Which table to harvest and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutboxConfig {
+    /// Table name, optionally schema-qualified (`billing.outbox`). Default `outbox`.
+    pub table: TableName,
+    /// Table layout: `native` (default) or `goharvest` (an existing goharvest table, unchanged).
+    pub shape: Shape,
+    /// Where unpublishable rows go. Default `<table>_quarantine` in the same schema.
+    pub quarantine_table: Option<TableName>,
+    /// Rows without a key are quarantined (per-key ordering needs a key). Default true; when
+    /// false, rows without a key are published without one, ordered among themselves.
+    pub require_key: bool,
+}
+
+impl Default for OutboxConfig {
+    fn default() -> Self {
+        OutboxConfig {
+            table: TableName {
+                schema: None,
+                table: "outbox".into(),
+            },
+            shape: Shape::Native,
+            quarantine_table: None,
+            require_key: true,
+        }
+    }
+}
+
+impl OutboxConfig {
+    /// The quarantine table, defaulted.
+    pub fn quarantine(&self) -> TableName {
+        self.quarantine_table
+            .clone()
+            .unwrap_or_else(|| self.table.sibling("_quarantine"))
+    }
+}
+
+impl DatabaseConfig {
+    /// Every problem, each naming its field (under `database.`) and the fix.
+    pub fn problems(&self) -> Vec<ConfigProblem> {
+        let mut p = super::url_problems(&self.url);
+        if self.max_connections < 2 {
+            p.push(ConfigProblem::new(
+                "database.max_connections",
+                "must be at least 2 (marker and purger run concurrently)",
+            ));
+        }
+        if self.statement_timeout.is_zero() {
+            p.push(ConfigProblem::new(
+                "database.statement_timeout",
+                "must be above zero; every statement is bounded (e.g. 10s)",
+            ));
+        }
+        p
+    }
+}

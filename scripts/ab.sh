@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# A/B of this tree against a revision, in one job: the instruction-count gate
+# (scripts/gate.sh --against REV) and the quick profile's drain scenario run by both builds,
+# alternating (old, new, old, new, ...), each against the ceilings measured in its own run.
+# Prints both, so a change can be judged by the gate and by the run-to-run spread of the drain.
+#
+#   scripts/ab.sh REV [ROUNDS]     ROUNDS drains per side (default 3)
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+rev=${1:?usage: scripts/ab.sh REV [ROUNDS]}
+rounds=${2:-3}
+old_sha=$(git rev-parse --short "$rev")
+new_sha="$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes)"
+
+echo "== gate: $old_sha vs this tree"
+gate_status=0
+scripts/gate.sh --against "$rev" || gate_status=$?
+
+wt=$ROOT/target/ab/worktree
+git worktree remove --force "$wt" 2>/dev/null || true
+git worktree add -f --detach "$wt" "$rev" >/dev/null
+trap 'git worktree remove --force "$wt" 2>/dev/null || true' EXIT
+build() { # DIR TARGET_DIR: release reaper and bench (with the reaper's feature where it has one)
+  (cd "$1" && CARGO_TARGET_DIR=$2 cargo build --release -q -p harvester --features harvester/cli \
+      --bin reaper -p bench --bin bench 2>/dev/null) \
+    || (cd "$1" && CARGO_TARGET_DIR=$2 cargo build --release -q -p harvester --bin reaper -p bench --bin bench)
+}
+echo "== building $old_sha and this tree (release)"
+build "$wt" "$ROOT/target/ab/target"
+build "$ROOT" "$ROOT/target"
+
+out=$ROOT/target/ab/results
+rm -rf "$out"
+mkdir -p "$out"
+# drain row of a report: | drain | ok | committed | drain rec/s | x lower ceiling | ...
+drain_of() { awk -F'|' '$2 ~ /^ drain $/ { gsub(/ /, "", $5); gsub(/ /, "", $6); print $5, $6 }' "$1"/*.md; }
+printf '\n%-6s %-5s %-14s %12s %10s\n' round side build "drain rec/s" "x ceiling" | tee "$out/summary.txt"
+for i in $(seq "$rounds"); do
+  for side in old new; do
+    if [ "$side" = old ]; then bin=$ROOT/target/ab/target/release/bench; sha=$old_sha
+    else bin=$ROOT/target/release/bench; sha=$new_sha; fi
+    scripts/with-services.sh "$bin" run --profile quick --scenario drain --out "$out/$side-$i" \
+      > "$out/$side-$i.log" 2>&1 || { echo "drain run $side-$i failed; see $out/$side-$i.log" >&2; exit 1; }
+    read -r rate ratio < <(drain_of "$out/$side-$i")
+    printf '%-6s %-5s %-14s %12s %10s\n' "$i" "$side" "$sha" "$rate" "$ratio" | tee -a "$out/summary.txt"
+  done
+done
+awk 'NR > 2 { r[$2] = r[$2] " " $5 } END {
+  for (s in r) { n = split(r[s], v, " "); min = v[1]; max = v[1]; sum = 0
+    for (i = 1; i <= n; i++) { sum += v[i]; if (v[i] < min) min = v[i]; if (v[i] > max) max = v[i] }
+    printf "%-4s x ceiling: mean %.2f, range %.2f-%.2f over %d runs\n", s, sum / n, min, max, n } }' \
+  "$out/summary.txt" | sort | tee -a "$out/summary.txt"
+echo "reports: $out"
+exit "$gate_status"
