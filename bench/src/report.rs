@@ -165,7 +165,7 @@ pub fn effective_settings(settings: &[(String, String)]) -> String {
                 c.producer_kafka.get("linger.ms").unwrap_or("5 (librdkafka default)"),
                 c.producer_kafka
                     .get("delivery.timeout.ms")
-                    .map_or_else(|| format!("{} (2 x heartbeat timeout)", (c.leader.lease() * 2).as_millis()), str::to_owned)
+                    .map_or_else(|| format!("{} (leader succession - lease)", c.leader.delivery_timeout().as_millis()), str::to_owned)
             )
         }
         Err(e) => format!("settings do not resolve: {e}"),

@@ -13,6 +13,8 @@ pub enum TestkitError {
     Io(#[from] std::io::Error),
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("coordination server: {0}")]
+    Server(String),
     #[error("verifier: {0}")]
     Verify(String),
     #[error("containers: {0}")]

@@ -12,6 +12,7 @@
 
 pub mod broker;
 pub mod containers;
+pub mod coord;
 pub mod envelope;
 mod error;
 pub mod http;

@@ -10,7 +10,13 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 
+#[cfg(feature = "etcd")]
+use crate::election::etcd::{Etcd, EtcdConfig};
+#[cfg(feature = "nats")]
+use crate::election::nats_kv::{NatsKv, NatsKvConfig};
 use crate::election::neli::{self, Neli, NeliConfig};
+#[cfg(feature = "zookeeper")]
+use crate::election::zookeeper::{ZooKeeper, ZooKeeperConfig};
 use crate::election::Elector;
 use crate::error::ConfigProblem;
 use crate::kafka::KafkaConfig;
@@ -25,10 +31,32 @@ pub enum LeaderConfig {
     /// the leader topic leads, and fences itself when it stops reading back its own heartbeats.
     /// Needs nothing but the Kafka cluster the records go to.
     Neli(NeliConfig),
+    /// NATS JetStream KV: whoever creates the election key leads and renews it with the
+    /// revision it expects; the bucket's `max_age` expires a silent leader (feature `nats`).
+    #[cfg(feature = "nats")]
+    NatsKv(NatsKvConfig),
+    /// ZooKeeper's recipe: ephemeral sequential znodes, the lowest leads, each candidate
+    /// watches only its predecessor (feature `zookeeper`).
+    #[cfg(feature = "zookeeper")]
+    #[serde(rename = "zookeeper")]
+    ZooKeeper(ZooKeeperConfig),
+    /// etcd: a lease kept alive by the leader and a key per candidacy; the oldest leads
+    /// (feature `etcd`).
+    #[cfg(feature = "etcd")]
+    Etcd(EtcdConfig),
 }
 
-/// The kinds, for error messages.
-const KINDS: &[&str] = &["neli"];
+/// Every kind, with the cargo feature that builds it (NELI is always there).
+const KINDS: &[(&str, &str)] = &[
+    ("neli", ""),
+    ("nats_kv", "nats"),
+    ("zookeeper", "zookeeper"),
+    ("etcd", "etcd"),
+];
+
+fn kind_names() -> Vec<&'static str> {
+    KINDS.iter().map(|(k, _)| *k).collect()
+}
 
 impl Default for LeaderConfig {
     fn default() -> Self {
@@ -52,7 +80,8 @@ impl<'de> Deserialize<'de> for LeaderConfig {
             Some(serde_json::Value::String(kind)) => kind,
             Some(other) => {
                 return Err(D::Error::custom(format!(
-                    "leader.kind must be one of {KINDS:?}, not {other}"
+                    "leader.kind must be one of {:?}, not {other}",
+                    kind_names()
                 )))
             }
         };
@@ -61,16 +90,45 @@ impl<'de> Deserialize<'de> for LeaderConfig {
             "neli" => NeliConfig::deserialize(rest)
                 .map(LeaderConfig::Neli)
                 .map_err(D::Error::custom),
-            other => Err(D::Error::unknown_variant(other, KINDS)),
+            #[cfg(feature = "nats")]
+            "nats_kv" => NatsKvConfig::deserialize(rest)
+                .map(LeaderConfig::NatsKv)
+                .map_err(D::Error::custom),
+            #[cfg(feature = "zookeeper")]
+            "zookeeper" => ZooKeeperConfig::deserialize(rest)
+                .map(LeaderConfig::ZooKeeper)
+                .map_err(D::Error::custom),
+            #[cfg(feature = "etcd")]
+            "etcd" => EtcdConfig::deserialize(rest)
+                .map(LeaderConfig::Etcd)
+                .map_err(D::Error::custom),
+            other => match KINDS.iter().find(|(k, _)| *k == other) {
+                Some((_, feature)) => Err(D::Error::custom(format!(
+                    "leader.kind {other:?} is not built in: build the harvester with the cargo feature {feature:?} (the reaper and elector binaries have every elector)"
+                ))),
+                None => Err(D::Error::unknown_variant(other, &["neli", "nats_kv", "zookeeper", "etcd"])),
+            },
         }
     }
 }
 
 impl LeaderConfig {
+    /// The defaults of the elector `kind` ("neli", "nats_kv", "zookeeper", "etcd"); an error
+    /// names the kinds, or the cargo feature a known kind needs.
+    pub fn defaults(kind: &str) -> std::result::Result<LeaderConfig, String> {
+        serde_json::from_value(serde_json::json!({ "kind": kind })).map_err(|e| e.to_string())
+    }
+
     /// The elector's name, as written in `kind`.
     pub fn kind(&self) -> &'static str {
         match self {
             LeaderConfig::Neli(_) => "neli",
+            #[cfg(feature = "nats")]
+            LeaderConfig::NatsKv(_) => "nats_kv",
+            #[cfg(feature = "zookeeper")]
+            LeaderConfig::ZooKeeper(_) => "zookeeper",
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Etcd(_) => "etcd",
         }
     }
 
@@ -78,6 +136,8 @@ impl LeaderConfig {
     pub fn neli(&self) -> Option<&NeliConfig> {
         match self {
             LeaderConfig::Neli(c) => Some(c),
+            #[allow(unreachable_patterns)]
+            _ => None,
         }
     }
 
@@ -85,6 +145,8 @@ impl LeaderConfig {
     pub fn neli_mut(&mut self) -> Option<&mut NeliConfig> {
         match self {
             LeaderConfig::Neli(c) => Some(c),
+            #[allow(unreachable_patterns)]
+            _ => None,
         }
     }
 
@@ -97,14 +159,26 @@ impl LeaderConfig {
                 p.extend(neli::kafka_problems(kafka, &c.resolve(), "kafka"));
                 p
             }
+            #[cfg(feature = "nats")]
+            LeaderConfig::NatsKv(c) => c.problems("leader"),
+            #[cfg(feature = "zookeeper")]
+            LeaderConfig::ZooKeeper(c) => c.problems("leader"),
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Etcd(c) => c.problems("leader"),
         }
     }
 
     /// How long a leader may go without confirming its leadership before it stops acting on
-    /// its own (for NELI, `heartbeat_timeout`).
+    /// its own (for NELI, `heartbeat_timeout`; for the others, see each kind's `lease`).
     pub fn lease(&self) -> Duration {
         match self {
             LeaderConfig::Neli(c) => c.heartbeat_timeout,
+            #[cfg(feature = "nats")]
+            LeaderConfig::NatsKv(c) => c.lease(),
+            #[cfg(feature = "zookeeper")]
+            LeaderConfig::ZooKeeper(c) => c.lease(),
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Etcd(c) => c.lease(),
         }
     }
 
@@ -114,13 +188,32 @@ impl LeaderConfig {
     pub fn succession(&self) -> Duration {
         match self {
             LeaderConfig::Neli(c) => c.heartbeat_timeout * 3,
+            #[cfg(feature = "nats")]
+            LeaderConfig::NatsKv(c) => c.succession(),
+            #[cfg(feature = "zookeeper")]
+            LeaderConfig::ZooKeeper(c) => c.succession(),
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Etcd(c) => c.succession(),
         }
+    }
+
+    /// The producers' default delivery timeout: what a stalled leader queued within its lease
+    /// must fail before a successor can publish, so `succession - lease` (for NELI 2 x
+    /// `heartbeat_timeout`, as before there was a choice of electors).
+    pub fn delivery_timeout(&self) -> Duration {
+        self.succession().saturating_sub(self.lease())
     }
 
     /// How long an orderly hand-off waits for this member to stop leader work.
     pub fn revoke_timeout(&self) -> Duration {
         match self {
             LeaderConfig::Neli(c) => c.resolve().revoke_timeout,
+            #[cfg(feature = "nats")]
+            LeaderConfig::NatsKv(c) => c.revoke_timeout(),
+            #[cfg(feature = "zookeeper")]
+            LeaderConfig::ZooKeeper(c) => c.revoke_timeout(),
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Etcd(c) => c.revoke_timeout(),
         }
     }
 
@@ -130,6 +223,12 @@ impl LeaderConfig {
     pub async fn build(&self, kafka: &KafkaConfig) -> Result<Arc<dyn Elector>> {
         match self {
             LeaderConfig::Neli(c) => Ok(Arc::new(Neli::start(kafka, c)?)),
+            #[cfg(feature = "nats")]
+            LeaderConfig::NatsKv(c) => Ok(Arc::new(NatsKv::start(c).await?)),
+            #[cfg(feature = "zookeeper")]
+            LeaderConfig::ZooKeeper(c) => Ok(Arc::new(ZooKeeper::start(c).await?)),
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Etcd(c) => Ok(Arc::new(Etcd::start(c).await?)),
         }
     }
 }

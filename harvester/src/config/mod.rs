@@ -130,7 +130,8 @@ const PRODUCER_TIMEOUT_KEYS: [&str; 2] = ["delivery.timeout.ms", "message.timeou
 /// A stalled leader (SIGSTOP, GC pause, VM freeze) resumes with messages still in its producers'
 /// queues; librdkafka scans for expired messages before it sends again, so a delivery timeout
 /// below the leader session timeout makes those messages fail instead of landing after a
-/// successor's newer ones. Default 2 x heartbeat timeout; a larger value is refused.
+/// successor's newer ones. Default succession - lease ([`LeaderConfig::delivery_timeout`], for NELI
+/// 2 x heartbeat timeout); the succession or more is refused.
 fn producer_timeout_problems(config: &Config) -> Vec<ConfigProblem> {
     let session = config.leader.succession();
     PRODUCER_TIMEOUT_KEYS
@@ -143,7 +144,7 @@ fn producer_timeout_problems(config: &Config) -> Vec<ConfigProblem> {
                 Ok(ms) => Some(ConfigProblem::new(
                     field,
                     format!(
-                        "({ms}) must be below the leader session timeout ({} ms, after which a successor may lead; for neli 3 x leader.heartbeat_timeout): a stalled leader's queued messages must expire before a successor publishes, or they land after newer ones; leave it unset for 2 x heartbeat timeout",
+                        "({ms}) must be below the leader session timeout ({} ms, after which a successor may lead; for neli 3 x leader.heartbeat_timeout): a stalled leader's queued messages must expire before a successor publishes, or they land after newer ones; leave it unset for the default (succession - lease; for neli 2 x heartbeat timeout)",
                         session.as_millis()
                     ),
                 )),
@@ -244,7 +245,7 @@ impl Config {
                 .iter()
                 .all(|k| self.producer_kafka.get(k).is_none())
             {
-                let ms = (self.leader.lease() * 2).as_millis().to_string();
+                let ms = self.leader.delivery_timeout().as_millis().to_string();
                 c.set("delivery.timeout.ms", ms);
             }
         }

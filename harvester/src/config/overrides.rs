@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::Config;
+use super::{Config, LeaderConfig};
 use crate::error::{ConfigProblem, Error};
 
 /// Prefix of environment overrides: `HARVESTER__LIMITS__MAX_IN_FLIGHT_RECORDS=500` sets
@@ -24,12 +24,28 @@ pub(super) fn invalid(field: impl Into<String>, message: impl Into<String>) -> E
 impl Config {
     /// Applies `path=value` overrides (`limits.send_concurrency=4`,
     /// `kafka."bootstrap.servers"=b:9092` or `kafka.bootstrap.servers=b:9092`). Values are read
-    /// as JSON when they parse (numbers, booleans, null), else as strings.
+    /// as JSON when they parse (numbers, booleans, null, arrays), else as strings.
+    /// `leader.kind=etcd` switches the elector (its fields start from their defaults), so
+    /// `leader.kind=zookeeper leader.session_timeout=3s` works in either order.
     pub fn with_overrides<'a, I>(self, overrides: I) -> crate::Result<Config>
     where
         I: IntoIterator<Item = (&'a str, &'a str)>,
     {
         let mut tree = serde_json::to_value(&self).map_err(|e| invalid("config", e.to_string()))?;
+        let overrides: Vec<(&str, &str)> = overrides.into_iter().collect();
+        // A change of elector kind comes first, whatever its place: the other `leader.*`
+        // overrides name the new kind's fields, which start from their defaults.
+        if let Some((path, kind)) = overrides
+            .iter()
+            .rev()
+            .find(|(path, _)| split_path(path) == ["leader", "kind"])
+        {
+            if tree["leader"]["kind"].as_str() != Some(*kind) {
+                let leader = LeaderConfig::defaults(kind).map_err(|e| invalid(*path, e))?;
+                tree["leader"] =
+                    serde_json::to_value(leader).map_err(|e| invalid(*path, e.to_string()))?;
+            }
+        }
         let mut touched = Vec::new();
         for (path, raw) in overrides {
             let segments = split_path(path);
@@ -37,7 +53,7 @@ impl Config {
                 return Err(invalid(path, "is empty; use e.g. limits.send_buffer=20"));
             }
             let value = match serde_json::from_str::<Value>(raw) {
-                Ok(v @ (Value::Number(_) | Value::Bool(_) | Value::Null)) => v,
+                Ok(v @ (Value::Number(_) | Value::Bool(_) | Value::Null | Value::Array(_))) => v,
                 _ => Value::String(raw.to_owned()),
             };
             set(&mut tree, &segments, value, path)?;
@@ -159,6 +175,28 @@ mod tests {
             Some("billing")
         );
         assert_eq!(c.producer_kafka.get("linger.ms"), Some("20"));
+    }
+
+    #[cfg(feature = "zookeeper")]
+    #[test]
+    fn a_kind_override_switches_the_elector_in_any_order() {
+        let c = Config::default()
+            .with_overrides([
+                ("leader.session_timeout", "3s"),
+                ("leader.kind", "zookeeper"),
+                ("leader.servers", r#"["zk1:2181", "zk2:2181"]"#),
+            ])
+            .unwrap();
+        let LeaderConfig::ZooKeeper(z) = &c.leader else {
+            panic!("{:?}", c.leader)
+        };
+        assert_eq!(z.session_timeout, std::time::Duration::from_secs(3));
+        assert_eq!(z.servers, ["zk1:2181", "zk2:2181"]);
+        let e = Config::default()
+            .with_overrides([("leader.kind", "raft")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("leader.kind") && e.contains("zookeeper"), "{e}");
     }
 
     #[test]

@@ -11,8 +11,14 @@
 //! tests.
 
 mod background;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod mock;
+#[cfg(feature = "nats")]
+pub mod nats_kv;
 pub mod neli;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper;
 
 use std::fmt;
 use std::pin::Pin;

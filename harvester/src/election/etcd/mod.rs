@@ -1,0 +1,1 @@
+//! Leader election on etcd (work in progress).

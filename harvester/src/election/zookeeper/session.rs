@@ -1,0 +1,100 @@
+//! Opening a ZooKeeper session and making sure the election node is there, both bounded.
+//!
+//! The client library's own connect waits up to a session timeout per attempt and cycles the
+//! servers forever; here every attempt fails fast once each server was tried, and attempts are
+//! repeated only until `connect_timeout`, so a wrong address is reported within that bound (a
+//! server still starting gets the whole bound to answer) rather than hanging start-up.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
+
+use super::config::Resolved;
+use crate::error::{ConfigProblem, Error};
+use crate::Result;
+
+/// Errors that retrying cannot fix.
+fn is_permanent(e: &ZkError) -> bool {
+    matches!(
+        e,
+        ZkError::AuthFailed | ZkError::BadArguments(_) | ZkError::NoAuth | ZkError::InvalidAcl
+    )
+}
+
+/// Opens a session, retrying until `connect_timeout`. The error is the last cause
+/// ([`ZkError::Timeout`] when no attempt got an answer in time).
+pub(crate) async fn connect(settings: &Resolved) -> std::result::Result<Client, ZkError> {
+    let deadline = Instant::now() + settings.connect_timeout;
+    let mut last = ZkError::Timeout;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(last);
+        }
+        let attempt = Client::connector()
+            .with_session_timeout(settings.session_timeout)
+            .with_fail_eagerly()
+            .connect(&settings.servers);
+        match tokio::time::timeout(remaining, attempt).await {
+            Ok(Ok(client)) => return Ok(client),
+            Ok(Err(e)) if is_permanent(&e) => return Err(e),
+            Ok(Err(e)) => last = e,
+            Err(_) => return Err(last),
+        }
+        let pause =
+            Duration::from_millis(200).min(deadline.saturating_duration_since(Instant::now()));
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// [`connect`] for start-up: failing to reach the servers is a configuration error naming
+/// `{field}.servers`.
+pub(crate) async fn connect_at_start(settings: &Resolved, field: &str) -> Result<Client> {
+    connect(settings).await.map_err(|cause| {
+        Error::InvalidConfig(vec![ConfigProblem::new(
+            format!("{field}.servers"),
+            format!(
+                "cannot open a zookeeper session with {} within {:?} ({cause}); check the addresses and that the servers run",
+                settings.servers, settings.connect_timeout
+            ),
+        )])
+    })
+}
+
+/// Creates the election node and its parents (`create_path`), or checks that it exists.
+pub(crate) async fn ensure_path(client: &Client, settings: &Resolved, field: &str) -> Result<()> {
+    let path = &settings.path;
+    let bound = settings.connect_timeout;
+    let timed_out = |what: &str| Error::Timeout {
+        what: format!("zookeeper to {what} {path}"),
+        after: bound,
+    };
+    if settings.create_path {
+        let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        return tokio::time::timeout(bound, client.mkdir(path, &options))
+            .await
+            .map_err(|_| timed_out("create"))?
+            .map_err(Error::coordination(
+                "zookeeper",
+                format!("create the election node {path}"),
+            ));
+    }
+    let stat = tokio::time::timeout(bound, client.check_stat(path))
+        .await
+        .map_err(|_| timed_out("look up"))?
+        .map_err(Error::coordination(
+            "zookeeper",
+            format!("look up the election node {path}"),
+        ))?;
+    match stat {
+        Some(_) => Ok(()),
+        None => Err(Error::InvalidConfig(vec![ConfigProblem::new(
+            format!("{field}.path"),
+            format!(
+                "the election node {path} does not exist on {}; create it (zkCli.sh create {path}) or set create_path = true",
+                settings.servers
+            ),
+        )])),
+    }
+}
