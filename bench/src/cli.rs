@@ -101,7 +101,10 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
                 .iter()
                 .map(|(name, s)| (name.clone(), s.settings(&file.base)))
                 .collect();
-            crate::session::fit_to_cluster(b, &scenarios, &mut extra).await?;
+            // Only NELI's session is the cluster's business.
+            if matches!(crate::electors::requested(&extra), None | Some("neli")) {
+                crate::session::fit_to_cluster(b, &scenarios, &mut extra).await?;
+            }
             Broker::external(b)
         }
         None => Broker::discover()?,

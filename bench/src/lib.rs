@@ -24,6 +24,7 @@
 pub mod analysis;
 pub mod ceiling;
 pub mod cli;
+pub mod electors;
 mod error;
 pub mod fleet;
 pub mod hotpaths;

@@ -171,11 +171,8 @@ async fn run_on(
         None
     };
     let pg_before = pg::snapshot(&ground.pool).await?;
-    let settings: Vec<(String, String)> = scenario
-        .settings(&bench.base)
-        .into_iter()
-        .chain(bench.extra.iter().cloned())
-        .collect();
+    let settings =
+        crate::electors::settings(&ground.group, scenario.settings(&bench.base), &bench.extra)?;
     let t0 = Instant::now();
     let mut fleet = tokio::task::block_in_place(|| {
         Fleet::start(
