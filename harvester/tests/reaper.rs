@@ -177,6 +177,94 @@ async fn a_second_signal_exits_at_once_with_130() {
     assert_eq!(status.code(), Some(130), "{status}");
 }
 
+/// `--set` pairs that make the reaper elect with `kind` on the shared server, at a 3 s TTL, in
+/// a namespace of its own.
+fn elector_args(kind: &str, ns: &str) -> Vec<String> {
+    let ns: String = ns
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let sets = match kind {
+        "nats_kv" => vec![
+            format!("leader.url={}", testkit::coord::nats_url()),
+            format!("leader.bucket={ns}"),
+            "leader.ttl=3s".into(),
+            "leader.campaign_interval=200ms".into(),
+        ],
+        "zookeeper" => vec![
+            format!("leader.servers=[\"{}\"]", testkit::coord::zookeeper_addr()),
+            format!("leader.path=/reaper/{ns}"),
+            "leader.session_timeout=3s".into(),
+        ],
+        "etcd" => vec![
+            format!("leader.endpoints=[\"{}\"]", testkit::coord::etcd_endpoint()),
+            format!("leader.prefix=/reaper/{ns}"),
+            "leader.ttl=3s".into(),
+        ],
+        other => panic!("no settings for {other}"),
+    };
+    std::iter::once(format!("leader.kind={kind}"))
+        .chain(sets)
+        .flat_map(|s| ["--set".to_owned(), s])
+        .collect()
+}
+
+/// The reaper with each elector beyond NELI: it leads, publishes a separate writer's rows,
+/// reports leadership on `/leader` and in the metrics, and `check-config` accepts the kind.
+#[tokio::test]
+async fn every_elector_kind_leads_publishes_and_reports() {
+    for kind in ["nats_kv", "zookeeper", "etcd"] {
+        let world = World::new(&format!("rk{}", &kind[..2]), 2).await;
+        world.migrate().await;
+        let config = world.reaper_config(|_| {});
+        let extra = elector_args(kind, &world.group);
+        let mut check = vec!["check-config", "--config", config.path()];
+        check.extend(extra.iter().map(String::as_str));
+        let (code, out, stderr) = run_to_end(&check);
+        assert_eq!(code, 0, "{kind}: {stderr}");
+        assert!(out.contains(&format!("kind = \"{kind}\"")), "{kind}: {out}");
+        let started = Instant::now();
+        let mut reaper = Reaper::spawn_with(kind, &config, &extra).await;
+        wait_for("the reaper leads", Duration::from_secs(30), || async {
+            reaper.is_leader().await
+        })
+        .await
+        .unwrap();
+        let led_after = started.elapsed();
+        world.write(10, 10, 3).await;
+        let report = world.verify(Duration::from_secs(60)).await;
+        report.assert_correct();
+        assert_eq!(report.delivered, 100, "{kind}");
+        let (_, text) = reaper.get("/metrics").await;
+        println!(
+            "{kind}: led {led_after:?} after spawn; delivered {}; harvester_leader {:?}",
+            report.delivered,
+            metric(&text, "harvester_leader")
+        );
+        assert_eq!(metric(&text, "harvester_leader"), Some(1.0), "{kind}");
+        assert!(
+            text.contains("harvester_leader_term_info{term=\""),
+            "{kind}: {text}"
+        );
+        reaper.proc.signal(Signal::Term).unwrap();
+        assert_eq!(
+            reaper
+                .proc
+                .wait_exit(Duration::from_secs(15))
+                .unwrap()
+                .code(),
+            Some(0),
+            "{kind}"
+        );
+    }
+}
+
 fn config_file(name: &str, text: &str) -> TempFile {
     TempFile::write(&format!("{}-{name}", testkit::names::unique("bad")), text)
 }
@@ -199,6 +287,27 @@ fn bad_config_exits_non_zero_naming_the_field() {
             "[kafka]\n\"bootstrap.servers\" = \"b:9092\"\n\"enable.idempotence\" = \"false\"\n",
             "kafka.\"enable.idempotence\"",
         ),
+        (
+            "zookeeper-session.toml",
+            "[leader]\nkind = \"zookeeper\"\nsession_timeout = \"100ms\"\n",
+            "leader.session_timeout",
+        ),
+        (
+            "zookeeper-neli-field.toml",
+            "[leader]\nkind = \"zookeeper\"\nheartbeat_timeout = \"1s\"\n",
+            "heartbeat_timeout",
+        ),
+        (
+            "nats-ttl.toml",
+            "[leader]\nkind = \"nats_kv\"\nttl = \"0s\"\n",
+            "leader.ttl",
+        ),
+        (
+            "etcd-endpoints.toml",
+            "[leader]\nkind = \"etcd\"\nendpoints = []\n",
+            "leader.endpoints",
+        ),
+        ("unknown-kind.toml", "[leader]\nkind = \"raft\"\n", "raft"),
         (
             "forced-neli.yaml",
             "kafka:\n  bootstrap.servers: b:9092\n  session.timeout.ms: \"45000\"\n",

@@ -58,7 +58,14 @@ pub struct Reaper {
 impl Reaper {
     /// Spawns `reaper --config <config> --events-json` and waits for its HTTP endpoint.
     pub async fn spawn(name: &str, config: &TempFile) -> Reaper {
-        let proc = spawn_raw(name, &["--config", config.path(), "--events-json"]);
+        Reaper::spawn_with(name, config, &[]).await
+    }
+
+    /// [`Reaper::spawn`] with more arguments (`--set PATH=VALUE` pairs).
+    pub async fn spawn_with(name: &str, config: &TempFile, extra: &[String]) -> Reaper {
+        let mut args = vec!["--config", config.path(), "--events-json"];
+        args.extend(extra.iter().map(String::as_str));
+        let proc = spawn_raw(name, &args);
         wait_for(
             "the reaper's http endpoint",
             Duration::from_secs(30),
