@@ -3,6 +3,9 @@
 # coordination servers the electors use (NATS with JetStream, ZooKeeper, etcd).
 #
 #   scripts/services.sh up      start (or find) them all; idempotent; writes .state/services.env
+#   scripts/services.sh up --with tansu
+#                               also the tansu broker (opt-in; TANSU_BROKERS), for NELI's tests
+#                               against a second Kafka-compatible implementation
 #   scripts/services.sh down    stop only what `up` started
 #   scripts/services.sh env     print the export lines for the current services
 #   scripts/services.sh tools   install what builds need beyond cargo (protoc, for etcd-client)
@@ -330,6 +333,26 @@ broker_up() {
   echo started > "$STATE/broker.started"
 }
 
+# tansu (opt-in, `up --with tansu`): an independent Kafka-compatible broker, in memory, on
+# 127.0.0.1:${HARVEST_TANSU_PORT:-19092}, exported as TANSU_BROKERS (never KAFKA_BROKERS: the
+# other tests keep the embedded broker). Its binary: $TANSU_BIN, else `tansu` on PATH (install
+# it with `cargo install tansu`, about 12 minutes; never done here behind your back).
+tansu_up() {
+  local bin=${TANSU_BIN:-$(command -v tansu || true)}
+  [ -x "$bin" ] || { say "tansu: not installed; run: cargo install tansu (or set TANSU_BIN)"; exit 1; }
+  local port=${HARVEST_TANSU_PORT:-19092} dir=$STATE/tansu
+  mkdir -p "$dir"
+  if ! timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; then
+    start_daemon "tansu ($port)" "$dir/pid" "$dir/tansu.log" \
+      "$bin" broker --listener-url "tcp://127.0.0.1:$port" \
+      --advertised-listener-url "tcp://127.0.0.1:$port" --storage-engine memory://tansu/
+    wait_until 30 timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" \
+      || { say "tansu did not come up; see $dir/tansu.log"; tail -20 "$dir/tansu.log" >&2; exit 1; }
+    echo started > "$STATE/tansu.started"
+  fi
+  TANSU_BROKERS=127.0.0.1:$port
+}
+
 write_env() {
   {
     echo "export DATABASE_URL=$PG_URL"
@@ -337,6 +360,7 @@ write_env() {
     echo "export NATS_URL=$NATS_URL"
     echo "export ZOOKEEPER_ADDR=$ZOOKEEPER_ADDR"
     echo "export ETCD_ENDPOINTS=$ETCD_ENDPOINTS"
+    [ -n "${TANSU_BROKERS:-}" ] && echo "export TANSU_BROKERS=$TANSU_BROKERS"
     if [ -n "${KAFKA_BROKERS:-}" ]; then
       echo "export KAFKA_BROKERS=$KAFKA_BROKERS"
     else
@@ -354,6 +378,13 @@ cmd_up() {
   nats_up
   zookeeper_up
   etcd_up
+  local with
+  for with in "$@"; do
+    case "$with" in
+      tansu) tansu_up ;;
+      *) say "unknown --with $with (known: tansu)"; exit 2 ;;
+    esac
+  done
   write_env
   say "ready: $(tr '\n' ' ' < "$ENV_FILE")"
 }
@@ -370,7 +401,7 @@ stop_broker() {
 }
 
 cmd_down() {
-  for kind in nats zookeeper etcd; do
+  for kind in nats zookeeper etcd tansu; do
     if [ -f "$STATE/$kind.started" ]; then
       stop_daemon "$kind" "$STATE/$kind/pid"
       rm -f "$STATE/$kind.started"
@@ -398,7 +429,9 @@ cmd_down() {
 }
 
 case "${1:-}" in
-  up) cmd_up ;;
+  up) shift; withs=(); while [ $# -gt 0 ]; do
+        case "$1" in --with) withs+=("${2:?--with what}"); shift 2 ;; *) echo "up: unknown $1" >&2; exit 2 ;; esac
+      done; cmd_up "${withs[@]}" ;;
   down) cmd_down ;;
   tools) cmd_tools ;;
   private) private_cluster "${2:?up|restart|down}" "${3:?data dir}" "${4:?port}" ;;
