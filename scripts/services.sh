@@ -337,16 +337,18 @@ broker_up() {
 # 127.0.0.1:${HARVEST_TANSU_PORT:-19092}, exported as TANSU_BROKERS (never KAFKA_BROKERS: the
 # other tests keep the embedded broker). Its binary: $TANSU_BIN, else `tansu` on PATH (install
 # it with `cargo install tansu`, about 12 minutes; never done here behind your back).
+port_open() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
 tansu_up() {
   local bin=${TANSU_BIN:-$(command -v tansu || true)}
   [ -x "$bin" ] || { say "tansu: not installed; run: cargo install tansu (or set TANSU_BIN)"; exit 1; }
   local port=${HARVEST_TANSU_PORT:-19092} dir=$STATE/tansu
   mkdir -p "$dir"
-  if ! timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; then
+  if ! port_open "$port"; then
     start_daemon "tansu ($port)" "$dir/pid" "$dir/tansu.log" \
       "$bin" broker --listener-url "tcp://127.0.0.1:$port" \
       --advertised-listener-url "tcp://127.0.0.1:$port" --storage-engine memory://tansu/
-    wait_until 30 timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" \
+    wait_until 30 port_open "$port" \
       || { say "tansu did not come up; see $dir/tansu.log"; tail -20 "$dir/tansu.log" >&2; exit 1; }
     echo started > "$STATE/tansu.started"
   fi

@@ -18,8 +18,11 @@
 //!   `is_leader()` is deadline-checked, each term has a fresh id (the rows' `leader_id`), and a
 //!   revocation carries a hand-off barrier. Implementations, one folder each:
 //!   [`election::neli`] (NELI over Kafka: the owner of partition 0 of the leader topic leads and
-//!   fences itself when it stops reading back its own heartbeats) and [`election::mock`] (for
-//!   tests). `[leader] kind = ...` in the config ([`config::LeaderConfig`]) picks one.
+//!   fences itself when it stops reading back its own heartbeats), `election::nats_kv` (a NATS
+//!   JetStream KV key; feature `nats`), `election::zookeeper` (ephemeral sequential znodes;
+//!   feature `zookeeper`), `election::etcd` (a lease and a key per candidacy; feature `etcd`) and
+//!   [`election::mock`] (for tests). `[leader] kind = ...` in the config
+//!   ([`config::LeaderConfig`]) picks one.
 //!
 //! Around them:
 //! - **Pipeline** (private): the marker escrows rows in id order, N producer shards (idempotent
@@ -82,9 +85,10 @@
 //!
 //! ## Features
 //! - `files`: `Config::from_file` and `Config::layered` (TOML, YAML, JSON, goharvest's reaper
-//!   YAML). `logging`: `LoggingConfig::init`, a `tracing` subscriber. `cli`: both, plus the
-//!   `reaper` and `elector` binaries. None is on by default: an embedder compiles no argument
-//!   parser, subscriber or file format it does not use.
+//!   YAML). `logging`: `LoggingConfig::init`, a `tracing` subscriber. `nats`, `zookeeper`,
+//!   `etcd`: one elector each (`electors`: all three). `cli`: all of these, plus the `reaper`
+//!   and `elector` binaries. None is on by default: an embedder compiles no argument parser,
+//!   subscriber, file format or coordination client it does not use.
 //! - `internals`: makes the pipeline's pure per-record structures public for the
 //!   micro-benchmarks; not for embedders.
 mod error;

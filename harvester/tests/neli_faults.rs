@@ -124,7 +124,8 @@ fn impersonate(bootstrap: &str, topic: &str, member: &str, generation: i32, for_
     let until = Instant::now() + for_;
     let term = uuid::Uuid::new_v4();
     while Instant::now() < until {
-        let hb = harvester::election::neli::heartbeat::Heartbeat::new(member, term, generation);
+        let hb =
+            harvester::election::neli::heartbeat::Heartbeat::new(member, term, generation, true);
         let payload = hb.encode();
         let record = BaseRecord::to(topic)
             .partition(0)

@@ -5,9 +5,10 @@
 //! action on ([`Elector::is_leader`] must turn false on its own when the elector can no longer
 //! vouch for leadership, even if no thread got to run), a unique [`Term`] per leadership period
 //! (used as the outbox `leader_id`), and events with a hand-off barrier on revocation. Each
-//! implementation is a folder of its own with its settings: NELI over Kafka ([`neli`]) today;
-//! ZooKeeper, NATS KV and etcd electors plug in behind the same trait, each with one variant of
-//! `crate::config::LeaderConfig`. [`mock`] gives embedders a controllable elector for their own
+//! implementation is a folder of its own with its settings, and one variant of
+//! `crate::config::LeaderConfig`: NELI over Kafka ([`neli`], always built), NATS JetStream KV
+//! (`nats_kv`, feature `nats`), ZooKeeper (`zookeeper`, feature `zookeeper`) and etcd (`etcd`,
+//! feature `etcd`). [`mock`] gives embedders a controllable elector for their own
 //! tests.
 
 mod background;

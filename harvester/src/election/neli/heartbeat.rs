@@ -10,6 +10,12 @@
 //! Kafka-compatible brokers do (seen with tansu: a new member assigned partition 0 before the old
 //! owner was revoked), so another member's fresh heartbeat on partition 0 is evidence of a second
 //! holder. [`Heartbeat::outranks`] decides which of the two stands down.
+//!
+//! It also says whether its sender was acting as leader when it sent it. A member newly
+//! assigned partition 0 does not act while another member's heartbeats still say so (see
+//! `pulser`): the outranked holder fences when it reads the newcomer's heartbeat, and its next
+//! heartbeat says it stopped, so the two never act at once, even on a broker that assigned
+//! both.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -27,10 +33,18 @@ pub struct Heartbeat {
     /// (heartbeats of versions before it was sent).
     #[serde(default = "unknown_generation")]
     pub generation: i32,
+    /// The sender was acting as leader when it sent this (true for heartbeats of versions
+    /// before it was sent: they were only sent while assigned, so assume the worst).
+    #[serde(default = "assume_leading")]
+    pub leading: bool,
 }
 
 fn unknown_generation() -> i32 {
     -1
+}
+
+fn assume_leading() -> bool {
+    true
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -41,13 +55,21 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 impl Heartbeat {
-    pub fn new(member: &str, term: Uuid, generation: i32) -> Self {
+    pub fn new(member: &str, term: Uuid, generation: i32, leading: bool) -> Self {
         Heartbeat {
             member: member.to_owned(),
             term,
             sent_ms: now_ms(),
             generation,
+            leading,
         }
+    }
+
+    /// Whether this is another member's recent heartbeat saying it was acting as leader.
+    pub fn peer_leading(&self, member: &str, now_ms: u64, max_age: Duration) -> bool {
+        self.member != member
+            && self.leading
+            && now_ms.saturating_sub(self.sent_ms) < max_age.as_millis() as u64
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -84,7 +106,7 @@ mod tests {
     #[test]
     fn only_own_fresh_heartbeat_for_the_term_counts() {
         let term = Uuid::new_v4();
-        let hb = Heartbeat::decode(&Heartbeat::new("me", term, 3).encode()).unwrap();
+        let hb = Heartbeat::decode(&Heartbeat::new("me", term, 3, true).encode()).unwrap();
         let now = now_ms();
         let age = Duration::from_secs(5);
         assert!(hb.vouches_for("me", term, now, age));
@@ -109,7 +131,7 @@ mod tests {
         let age = Duration::from_secs(5);
         let peer = |member: &str, generation| Heartbeat {
             generation,
-            ..Heartbeat::new(member, Uuid::new_v4(), generation)
+            ..Heartbeat::new(member, Uuid::new_v4(), generation, true)
         };
         assert!(peer("a", 8).outranks("m", 7, now, age), "newer generation");
         assert!(!peer("z", 6).outranks("m", 7, now, age), "older generation");
@@ -135,5 +157,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(legacy.generation, -1);
+        assert!(
+            legacy.leading,
+            "a heartbeat without the flag is assumed to lead"
+        );
+        let now = now_ms();
+        let quiet = Heartbeat::new("p", Uuid::new_v4(), 3, false);
+        assert!(!quiet.peer_leading("me", now, age));
+        let loud = Heartbeat::new("p", Uuid::new_v4(), 3, true);
+        assert!(loud.peer_leading("me", now, age));
+        assert!(
+            !loud.peer_leading("p", now, age),
+            "own heartbeats are no peer's"
+        );
+        assert!(!loud.peer_leading("me", now + 6000, age), "stale");
     }
 }

@@ -56,6 +56,9 @@ pub(crate) struct Inner {
     /// The last heartbeat of another holder of partition 0 that outranked this member, and
     /// when it was read: while recent, own heartbeats vouch for nothing.
     pub outranked: Option<(Instant, Heartbeat)>,
+    /// When another member's heartbeat saying it was acting as leader was last read: a new
+    /// term does not start until such heartbeats have stopped for a while (see `pulser`).
+    pub peer_led: Option<Instant>,
 }
 
 impl Inner {
@@ -126,6 +129,7 @@ impl Neli {
                 last_seen: Instant::now(),
                 generation: -1,
                 outranked: None,
+                peer_led: None,
             }),
             config: resolved,
             events: tx,

@@ -100,28 +100,19 @@ impl ConsumerContext for NeliContext {
 }
 
 impl NeliContext {
+    /// Partition 0 is ours: the term starts once an own heartbeat for it is read back and no
+    /// other member's heartbeat has said it was leading for a while (see [`on_heartbeat`]), not
+    /// on the coordinator's word alone.
     fn assigned(&self, generation: i32) {
-        let term = Term::new();
         let config = &self.shared.config;
-        let acquired = {
+        {
             let mut inner = self.shared.inner.lock();
             inner.assigned = true;
             inner.generation = generation;
-            inner.pending = term;
-            inner.last_seen = Instant::now();
-            // A holder that outranked us may outrank this assignment too: then we wait, fenced,
-            // until its heartbeats stop (our own heartbeat then starts the term).
-            let still_outranked = inner.outranked.as_ref().is_some_and(|(at, peer)| {
-                at.elapsed() < config.heartbeat_timeout
-                    && (peer.generation, peer.member.as_str()) > (generation, config.name.as_str())
-            });
-            inner.leading = (!still_outranked).then_some(term);
-            !still_outranked
-        };
-        tracing::info!(member = %config.name, generation, "assigned partition 0");
-        if acquired {
-            self.shared.emit(ElectionEvent::Acquired { term });
+            inner.pending = Term::new();
+            inner.leading = None;
         }
+        tracing::info!(member = %config.name, generation, "assigned partition 0");
     }
 
     /// Runs inside librdkafka's revoke callback, before partition 0 is released: blocks until
@@ -200,12 +191,16 @@ fn run(
         producer.poll(Duration::ZERO);
         let heartbeat = {
             let inner = shared.inner.lock();
-            inner
-                .assigned
-                .then(|| (inner.leading.unwrap_or(inner.pending), inner.generation))
+            inner.assigned.then(|| {
+                (
+                    inner.leading.unwrap_or(inner.pending),
+                    inner.generation,
+                    inner.leading.is_some(),
+                )
+            })
         };
-        if let Some((term, generation)) = heartbeat {
-            let payload = Heartbeat::new(&config.name, term.id(), generation).encode();
+        if let Some((term, generation, leading)) = heartbeat {
+            let payload = Heartbeat::new(&config.name, term.id(), generation, leading).encode();
             let record = BaseRecord::to(&config.topic)
                 .partition(0)
                 .key(&config.name)
@@ -224,6 +219,16 @@ fn run(
     let _ = producer.flush(Duration::from_secs(1));
     tracing::info!(member = %config.name, "neli closed");
     Ok(())
+}
+
+/// How long after another member's last heartbeat saying it led this member may start a term.
+/// The other member stops leading when it reads this member's (outranking) heartbeat or loses
+/// partition 0, and says so in its next heartbeat, one poll interval later; two poll intervals
+/// plus 100 ms for the round trip through the broker cover that, assuming the other member polls
+/// as often. Without a recent leading peer (a crash a session ago, an orderly hand-off), a term
+/// starts with the first own heartbeat read back.
+fn quiet(config: &super::Resolved) -> Duration {
+    config.min_poll_interval * 2 + Duration::from_millis(100)
 }
 
 fn on_heartbeat(shared: &Shared, hb: &Heartbeat) {
@@ -253,7 +258,9 @@ fn on_heartbeat(shared: &Shared, hb: &Heartbeat) {
                 inner.pending.id(),
                 now,
                 config.heartbeat_timeout,
-            ) =>
+            ) && inner
+                .peer_led
+                .is_none_or(|at| at.elapsed() >= quiet(config)) =>
             {
                 let term = inner.pending;
                 inner.leading = Some(term);
@@ -274,6 +281,9 @@ fn on_peer_heartbeat(shared: &Shared, hb: &Heartbeat, now: u64) {
     let config = &shared.config;
     let (fenced, generation) = {
         let mut inner = shared.inner.lock();
+        if hb.peer_leading(&config.name, now, config.heartbeat_timeout) {
+            inner.peer_led = Some(Instant::now());
+        }
         if !inner.assigned
             || !hb.outranks(
                 &config.name,
