@@ -336,12 +336,13 @@ broker_up() {
 # tansu (opt-in, `up --with tansu`): an independent Kafka-compatible broker, in memory, on
 # 127.0.0.1:${HARVEST_TANSU_PORT:-19092}, exported as TANSU_BROKERS (never KAFKA_BROKERS: the
 # other tests keep the embedded broker). Its binary: $TANSU_BIN, else `tansu` on PATH (install
-# it with `cargo install tansu`, about 12 minutes; never done here behind your back).
+# it with `cargo install tansu --features dynostore` (its in-memory storage), about 12 minutes;
+# never done here behind your back).
 port_open() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 
 tansu_up() {
   local bin=${TANSU_BIN:-$(command -v tansu || true)}
-  [ -x "$bin" ] || { say "tansu: not installed; run: cargo install tansu (or set TANSU_BIN)"; exit 1; }
+  [ -x "$bin" ] || { say "tansu: not installed; run: cargo install tansu --features dynostore (or set TANSU_BIN)"; exit 1; }
   local port=${HARVEST_TANSU_PORT:-19092} dir=$STATE/tansu
   mkdir -p "$dir"
   if ! port_open "$port"; then

@@ -1,7 +1,8 @@
 //! NELI against tansu, an independent Kafka-compatible broker whose group coordinator has been
 //! seen to hand partition 0 of the leader topic to a new member before the old owner was
-//! revoked. Opt-in (tansu takes about 12 minutes to build): `scripts/services.sh up --with
-//! tansu`, then `cargo test -p harvester --test neli_tansu -- --ignored --nocapture`.
+//! revoked. Opt-in (tansu takes about 12 minutes to build: `cargo install tansu --features
+//! dynostore`): `scripts/services.sh up --with tansu`, then
+//! `cargo test -p harvester --test neli_tansu -- --ignored --nocapture`.
 //!
 //! Churn for 45 s with 3 contenders (every 8 s the leader is stopped with SIGTERM and a fresh
 //! contender joins), observed from outside: the time two processes said `leader: true` at once
