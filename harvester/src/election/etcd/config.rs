@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::election::naming;
 use crate::error::ConfigProblem;
 
 /// Settings of the etcd elector (a lease per member, a key per candidacy; the oldest leads).
@@ -60,38 +61,8 @@ const MAX_TTL: Duration = Duration::from_secs(3600);
 const MAX_DEFAULT_REVOKE: Duration = Duration::from_secs(30);
 const MAX_REVOKE: Duration = Duration::from_secs(600);
 
-/// Replaces every character outside `[a-zA-Z0-9._-]` with `_` (as the other electors do).
-fn sanitise(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 fn default_prefix() -> String {
-    let exe = std::env::current_exe().ok();
-    let name = exe
-        .as_ref()
-        .and_then(|p| p.file_stem())
-        .and_then(|s| s.to_str())
-        .unwrap_or("harvester");
-    format!("/harvester/election/{}", sanitise(name))
-}
-
-fn default_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".into());
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    format!("{host}_{}_{secs}", std::process::id())
+    format!("/harvester/election/{}", naming::binary_name())
 }
 
 /// What is wrong with one endpoint, if anything. Plain `http://` only: this build of the
@@ -281,7 +252,7 @@ impl EtcdConfig {
         Resolved {
             endpoints: self.endpoints.iter().map(|e| e.trim().to_owned()).collect(),
             prefix: self.prefix.clone().unwrap_or_else(default_prefix),
-            name: self.name.clone().unwrap_or_else(default_name),
+            name: self.name.clone().unwrap_or_else(naming::member_name),
             ttl: self.ttl,
             revoke_timeout: self.revoke_timeout(),
             connect_timeout: self.connect_timeout,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::election::naming;
 use crate::error::ConfigProblem;
 
 /// Settings of the NATS JetStream KV elector.
@@ -90,24 +91,7 @@ fn sanitise(name: &str, keep: fn(char) -> bool) -> String {
 }
 
 fn default_key() -> String {
-    let exe = std::env::current_exe().ok();
-    let name = exe
-        .as_ref()
-        .and_then(|p| p.file_stem())
-        .and_then(|s| s.to_str())
-        .unwrap_or("harvester");
-    sanitise(name, key_char)
-}
-
-fn default_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".into());
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    format!("{host}_{}_{secs}", std::process::id())
+    sanitise(&naming::binary_name(), key_char)
 }
 
 /// The server URLs of a comma-separated `url`.
@@ -294,7 +278,7 @@ impl NatsKvConfig {
             url: self.url.clone(),
             bucket: self.bucket.clone(),
             key: self.key.clone().unwrap_or_else(default_key),
-            name: self.name.clone().unwrap_or_else(default_name),
+            name: self.name.clone().unwrap_or_else(naming::member_name),
             ttl: self.ttl,
             campaign_interval: self.campaign_interval,
             create_bucket: self.create_bucket,

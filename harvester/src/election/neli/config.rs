@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::election::naming;
+pub use crate::election::naming::sanitise;
 use crate::error::ConfigProblem;
 use crate::kafka::KafkaConfig;
 
@@ -49,38 +51,8 @@ impl Default for NeliConfig {
     }
 }
 
-/// Replaces every character outside `[a-zA-Z0-9._-]` with `_` (goNELI's `Sanitise`).
-pub fn sanitise(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 fn default_group() -> String {
-    let exe = std::env::current_exe().ok();
-    let name = exe
-        .as_ref()
-        .and_then(|p| p.file_stem())
-        .and_then(|s| s.to_str())
-        .unwrap_or("harvester");
-    sanitise(name)
-}
-
-fn default_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".into());
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    format!("{host}_{}_{secs}", std::process::id())
+    naming::binary_name()
 }
 
 /// Settings with every default resolved.
@@ -145,7 +117,7 @@ impl NeliConfig {
             .unwrap_or_else(|| format!("{group_id}.neli"));
         Resolved {
             topic,
-            name: self.name.clone().unwrap_or_else(default_name),
+            name: self.name.clone().unwrap_or_else(naming::member_name),
             heartbeat_timeout: self.heartbeat_timeout,
             min_poll_interval: self.min_poll_interval,
             revoke_timeout: self.revoke_timeout.unwrap_or(self.heartbeat_timeout * 2),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::election::naming;
 use crate::error::ConfigProblem;
 
 /// Settings of the ZooKeeper elector (ephemeral sequential znodes; the lowest leads).
@@ -62,38 +63,8 @@ const MIN_SESSION: Duration = Duration::from_secs(1);
 const MAX_SESSION: Duration = Duration::from_secs(60);
 const MAX_REVOKE: Duration = Duration::from_secs(30);
 
-/// Replaces every character outside `[a-zA-Z0-9._-]` with `_` (as NELI does for group names).
-fn sanitise(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 fn default_path() -> String {
-    let exe = std::env::current_exe().ok();
-    let name = exe
-        .as_ref()
-        .and_then(|p| p.file_stem())
-        .and_then(|s| s.to_str())
-        .unwrap_or("harvester");
-    format!("/harvester/election/{}", sanitise(name))
-}
-
-fn default_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".into());
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    format!("{host}_{}_{secs}", std::process::id())
+    format!("/harvester/election/{}", naming::binary_name())
 }
 
 /// What is wrong with a znode path, if anything (ZooKeeper's own rules, plus no trailing `/`).
@@ -257,7 +228,7 @@ impl ZooKeeperConfig {
         Resolved {
             servers: self.servers.join(","),
             path: self.path.clone().unwrap_or_else(default_path),
-            name: self.name.clone().unwrap_or_else(default_name),
+            name: self.name.clone().unwrap_or_else(naming::member_name),
             session_timeout: self.session_timeout,
             create_path: self.create_path,
             revoke_timeout: self.revoke_timeout(),
