@@ -7,7 +7,7 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,11 @@ use harvester::election::etcd::{Etcd, EtcdConfig};
 use harvester::election::{ElectionEvent, Elector, ElectorState, EventStream, Term};
 use harvester::Error;
 use testkit::names;
+
+#[path = "common/electors.rs"]
+mod electors;
+
+use electors::{acquired, leaders, next_event, wait_leader, Sampler};
 
 const TTL: Duration = Duration::from_secs(2);
 
@@ -87,20 +92,6 @@ async fn candidacies(c: &Client, prefix: &str) -> Vec<(String, i64, i64, String)
         .collect()
 }
 
-async fn next_event(events: &mut EventStream, timeout: Duration) -> ElectionEvent {
-    tokio::time::timeout(timeout, events.recv())
-        .await
-        .expect("an event in time")
-        .expect("the stream is open")
-}
-
-async fn acquired(events: &mut EventStream, timeout: Duration) -> Term {
-    match next_event(events, timeout).await {
-        ElectionEvent::Acquired { term } => term,
-        other => panic!("expected acquired, got {other:?}"),
-    }
-}
-
 /// What one elector's events said, collected on a task; revocations acknowledged at once.
 #[derive(Default)]
 struct Seen {
@@ -130,68 +121,6 @@ fn all_terms(seen: &[Arc<Seen>]) -> (usize, usize) {
     distinct.sort();
     distinct.dedup();
     (all.len(), distinct.len())
-}
-
-fn leaders(electors: &[Arc<Etcd>]) -> Vec<usize> {
-    (0..electors.len())
-        .filter(|&i| electors[i].is_leader())
-        .collect()
-}
-
-/// Samples on a thread of its own while running; records the most leaders seen at once.
-struct Sampler {
-    stop: Arc<AtomicBool>,
-    most: Arc<AtomicUsize>,
-    samples: Arc<AtomicUsize>,
-    handle: std::thread::JoinHandle<()>,
-}
-
-impl Sampler {
-    fn start(electors: &[Arc<Etcd>], every: Duration) -> Sampler {
-        let electors = electors.to_vec();
-        let stop = Arc::new(AtomicBool::new(false));
-        let most = Arc::new(AtomicUsize::new(0));
-        let samples = Arc::new(AtomicUsize::new(0));
-        let handle = std::thread::spawn({
-            let (stop, most, samples) = (stop.clone(), most.clone(), samples.clone());
-            move || {
-                while !stop.load(Ordering::SeqCst) {
-                    most.fetch_max(leaders(&electors).len(), Ordering::SeqCst);
-                    samples.fetch_add(1, Ordering::SeqCst);
-                    std::thread::sleep(every);
-                }
-            }
-        });
-        Sampler {
-            stop,
-            most,
-            samples,
-            handle,
-        }
-    }
-
-    /// (most leaders at once, samples taken)
-    fn finish(self) -> (usize, usize) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.handle.join().unwrap();
-        (
-            self.most.load(Ordering::SeqCst),
-            self.samples.load(Ordering::SeqCst),
-        )
-    }
-}
-
-async fn wait_leader(electors: &[Arc<Etcd>], timeout: Duration) -> usize {
-    let start = Instant::now();
-    loop {
-        let l = leaders(electors);
-        assert!(l.len() <= 1, "two leaders at once: {l:?}");
-        if let Some(&i) = l.first() {
-            return i;
-        }
-        assert!(start.elapsed() < timeout, "no leader within {timeout:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 async fn close_all(electors: &[Arc<Etcd>]) {

@@ -6,7 +6,7 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,11 @@ use harvester::election::nats_kv::{NatsKv, NatsKvConfig};
 use harvester::election::{ElectionEvent, Elector, ElectorState, EventStream, Term};
 use harvester::Error;
 use testkit::names;
+
+#[path = "common/electors.rs"]
+mod electors;
+
+use electors::{acquired, leaders, next_event, wait_leader, Sampler};
 
 const TTL: Duration = Duration::from_secs(2);
 const CAMPAIGN: Duration = Duration::from_millis(200);
@@ -79,20 +84,6 @@ async fn make_bucket(url: &str, bucket: &str, max_age: Duration) {
         .unwrap();
 }
 
-async fn next_event(events: &mut EventStream, timeout: Duration) -> ElectionEvent {
-    tokio::time::timeout(timeout, events.recv())
-        .await
-        .expect("an event in time")
-        .expect("the stream is open")
-}
-
-async fn acquired(events: &mut EventStream, timeout: Duration) -> Term {
-    match next_event(events, timeout).await {
-        ElectionEvent::Acquired { term } => term,
-        other => panic!("expected acquired, got {other:?}"),
-    }
-}
-
 /// Acquired terms of one elector, collected on a task; revocations acknowledged at once.
 fn collect(events: EventStream) -> Arc<parking_lot::Mutex<Vec<Term>>> {
     let terms = Arc::new(parking_lot::Mutex::new(Vec::new()));
@@ -103,68 +94,6 @@ fn collect(events: EventStream) -> Arc<parking_lot::Mutex<Vec<Term>>> {
         ElectionEvent::Fenced { .. } => {}
     });
     terms
-}
-
-fn leaders(electors: &[Arc<NatsKv>]) -> Vec<usize> {
-    (0..electors.len())
-        .filter(|&i| electors[i].is_leader())
-        .collect()
-}
-
-/// Samples every few ms while running; records the most leaders seen at once.
-struct Sampler {
-    stop: Arc<AtomicBool>,
-    most: Arc<AtomicUsize>,
-    samples: Arc<AtomicUsize>,
-    handle: std::thread::JoinHandle<()>,
-}
-
-impl Sampler {
-    fn start(electors: &[Arc<NatsKv>]) -> Sampler {
-        let electors = electors.to_vec();
-        let stop = Arc::new(AtomicBool::new(false));
-        let most = Arc::new(AtomicUsize::new(0));
-        let samples = Arc::new(AtomicUsize::new(0));
-        let handle = std::thread::spawn({
-            let (stop, most, samples) = (stop.clone(), most.clone(), samples.clone());
-            move || {
-                while !stop.load(Ordering::SeqCst) {
-                    most.fetch_max(leaders(&electors).len(), Ordering::SeqCst);
-                    samples.fetch_add(1, Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-            }
-        });
-        Sampler {
-            stop,
-            most,
-            samples,
-            handle,
-        }
-    }
-
-    /// (most leaders at once, samples taken)
-    fn finish(self) -> (usize, usize) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.handle.join().unwrap();
-        (
-            self.most.load(Ordering::SeqCst),
-            self.samples.load(Ordering::SeqCst),
-        )
-    }
-}
-
-async fn wait_leader(electors: &[Arc<NatsKv>], timeout: Duration) -> usize {
-    let start = Instant::now();
-    loop {
-        let l = leaders(electors);
-        assert!(l.len() <= 1, "two leaders at once: {l:?}");
-        if let Some(&i) = l.first() {
-            return i;
-        }
-        assert!(start.elapsed() < timeout, "no leader within {timeout:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 #[tokio::test]
@@ -247,7 +176,7 @@ async fn three_contenders_have_exactly_one_leader_and_distinct_terms() {
     assert_eq!(changes, 0, "leadership is stable");
 
     // Hand over twice; never two at once.
-    let sampler = Sampler::start(&electors);
+    let sampler = Sampler::start(&electors, Duration::from_millis(2));
     let mut order = vec![first];
     for _ in 0..2 {
         let leader = *order.last().unwrap();
@@ -486,7 +415,7 @@ async fn a_stopped_server_fences_the_leader_and_leadership_returns_with_it() {
     }
     let leader = wait_leader(&electors, Duration::from_secs(10)).await;
     let lease = electors[leader].settings().lease;
-    let sampler = Sampler::start(&electors);
+    let sampler = Sampler::start(&electors, Duration::from_millis(2));
 
     // Stop it on another thread and watch meanwhile: nats-server may take a while to exit.
     let stopped_at = Instant::now();

@@ -8,10 +8,15 @@
 use std::time::{Duration, Instant};
 
 use harvester::election::zookeeper::{ZooKeeper, ZooKeeperConfig};
-use harvester::election::{ElectionEvent, Elector, ElectorState, EventStream, Term};
+use harvester::election::{ElectionEvent, Elector, ElectorState};
 use harvester::Error;
 use testkit::{coord, names};
 use zookeeper_client::Client;
+
+#[path = "common/electors.rs"]
+mod electors;
+
+use electors::{acquired, next_event};
 
 const SESSION: Duration = Duration::from_secs(3);
 
@@ -42,20 +47,6 @@ async fn children(op: &Client, path: &str) -> Vec<String> {
     let mut c = op.list_children(path).await.unwrap_or_default();
     c.sort();
     c
-}
-
-async fn next_event(events: &mut EventStream, within: Duration) -> ElectionEvent {
-    tokio::time::timeout(within, events.recv())
-        .await
-        .expect("an event in time")
-        .expect("the stream is open")
-}
-
-async fn acquired(events: &mut EventStream, within: Duration) -> Term {
-    match next_event(events, within).await {
-        ElectionEvent::Acquired { term } => term,
-        other => panic!("expected acquired, got {other:?}"),
-    }
 }
 
 async fn wait_leader(electors: &[&ZooKeeper], within: Duration) -> usize {
