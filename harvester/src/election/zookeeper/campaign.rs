@@ -61,24 +61,22 @@ enum Wake {
     Probed(Instant, std::result::Result<Option<Stat>, ZkError>),
 }
 
-/// Runs the election until closed or failed, on a task of its own. `entered` fires once the
-/// first candidacy exists.
-pub(crate) fn spawn(
+/// Runs the election until closed or failed. `entered` fires once the first candidacy exists;
+/// `closed` hears how it ended.
+pub(crate) async fn run_to_end(
     shared: Arc<Shared>,
     client: Client,
     stop: CancellationToken,
     entered: oneshot::Sender<()>,
     closed: watch::Sender<ClosedState>,
 ) {
-    tokio::spawn(async move {
-        let outcome = run(&shared, client, &stop, entered).await;
-        if let Err(e) = &outcome {
-            tracing::error!(member = %shared.settings.name, "zookeeper elector failed: {}", crate::error::chain(e));
-        }
-        shared.finish();
-        tracing::info!(member = %shared.settings.name, "zookeeper elector closed");
-        closed.send_replace(Some(outcome.map_err(Arc::new)));
-    });
+    let outcome = run(&shared, client, &stop, entered).await;
+    if let Err(e) = &outcome {
+        tracing::error!(member = %shared.settings.name, "zookeeper elector failed: {}", crate::error::chain(e));
+    }
+    shared.finish();
+    tracing::info!(member = %shared.settings.name, "zookeeper elector closed");
+    closed.send_replace(Some(outcome.map_err(Arc::new)));
 }
 
 async fn run(

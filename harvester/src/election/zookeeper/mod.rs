@@ -14,7 +14,9 @@
 //!   successor leads as soon as this member has stopped, not a session timeout later;
 //! - the election node (or this member's candidacy) deleted by someone else ends the elector
 //!   with an error: the election is being torn down;
-//! - each term has a fresh UUID, never reused (the harvester's `leader_id`).
+//! - each term has a fresh UUID, never reused (the harvester's `leader_id`);
+//! - the session and the campaign run on a thread of their own, so a busy application runtime
+//!   cannot delay the probes that keep the lease.
 
 mod campaign;
 mod candidacy;
@@ -55,21 +57,27 @@ impl ZooKeeper {
         if !problems.is_empty() {
             return Err(Error::InvalidConfig(problems));
         }
-        let settings = config.resolve();
-        let client = session::connect_at_start(&settings, "leader").await?;
-        session::ensure_path(&client, &settings, "leader").await?;
         let (tx, stream) = EventStream::channel();
-        let shared = Arc::new(Shared::new(settings, tx));
+        let shared = Arc::new(Shared::new(config.resolve(), tx));
         let stop = CancellationToken::new();
         let (closed_tx, closed) = watch::channel(None);
         let (entered_tx, entered) = oneshot::channel();
-        campaign::spawn(
+        let (connected_tx, connected) = oneshot::channel();
+        // If start() is abandoned or fails half-way, the campaign must not outlive it.
+        let abandoned = stop.clone().drop_guard();
+        spawn_thread(
             Arc::clone(&shared),
-            client,
             stop.clone(),
+            connected_tx,
             entered_tx,
             closed_tx,
-        );
+        )?;
+        // Connecting and the election node are bounded by connect_timeout in `session`.
+        match connected.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(Error::Closed("the zookeeper elector")),
+        }
         let bound = shared.settings.connect_timeout;
         let mut failed = closed.clone();
         let outcome = tokio::select! {
@@ -87,7 +95,10 @@ impl ZooKeeper {
             closed,
         };
         match outcome {
-            Ok(()) => Ok(elector),
+            Ok(()) => {
+                abandoned.disarm();
+                Ok(elector)
+            }
             Err(e) => {
                 // Say why the campaign ended, if it did.
                 elector.close();
@@ -101,6 +112,62 @@ impl ZooKeeper {
     pub fn settings(&self) -> &Resolved {
         &self.shared.settings
     }
+}
+
+/// The session and the campaign run on a thread of their own with their own runtime (the
+/// client's tasks live there too), so a busy application runtime cannot delay the probes that
+/// keep the lease, nor the reaction to a lost connection.
+fn spawn_thread(
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    connected: oneshot::Sender<Result<()>>,
+    entered: oneshot::Sender<()>,
+    closed: watch::Sender<super::ClosedState>,
+) -> Result<()> {
+    std::thread::Builder::new()
+        .name("zookeeper-elector".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(source) => {
+                    let _ = connected.send(Err(Error::Io {
+                        action: "start the zookeeper elector's runtime".into(),
+                        source,
+                    }));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let settings = &shared.settings;
+                let client = match session::connect_at_start(settings, "leader").await {
+                    Ok(client) => client,
+                    Err(e) => {
+                        shared.finish();
+                        let _ = connected.send(Err(e));
+                        return;
+                    }
+                };
+                if let Err(e) = session::ensure_path(&client, settings, "leader").await {
+                    shared.finish();
+                    let _ = connected.send(Err(e));
+                    return;
+                }
+                if connected.send(Ok(())).is_err() {
+                    // start() was abandoned: nobody holds the elector to close it.
+                    shared.finish();
+                    return;
+                }
+                campaign::run_to_end(shared, client, stop, entered, closed).await;
+            });
+        })
+        .map_err(|source| Error::Io {
+            action: "spawn the zookeeper elector thread".into(),
+            source,
+        })?;
+    Ok(())
 }
 
 impl Elector for ZooKeeper {
