@@ -131,6 +131,7 @@ fn mark_purge(c: &mut Criterion) {
                         let rows = sqlx::query(&statements.mark)
                             .bind(generation)
                             .bind(batch as i64)
+                            .bind(0i64)
                             .fetch_all(&pool)
                             .await
                             .unwrap();

@@ -13,12 +13,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harvester::outbox::{Shape, TableName};
-use harvester::store::postgres::{migrate, Statements};
+use harvester::store::postgres::{migrate, PgStore};
+use harvester::store::{OutboxConfig, OutboxStore};
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::ClientContext;
 use serde::{Deserialize, Serialize};
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use workloads::prefill::{prefill, Backlog};
 use workloads::{Ledger, Mode, WriterConfig, WriterPool};
@@ -73,28 +74,36 @@ pub async fn db_mark_purge(
         &Arc::new(Ledger::new()),
     )
     .await?;
-    let statements = Statements::new(&table, &table.sibling("_quarantine"), Shape::Native);
+    // The harvester's own store (its probe, floor and statements) on the bench's pool.
+    let store = PgStore::on(
+        pool.clone(),
+        &OutboxConfig {
+            table: table.clone(),
+            ..OutboxConfig::default()
+        },
+    );
     let generation = uuid::Uuid::new_v4();
     let started = Instant::now();
     let mut done = 0u64;
     loop {
-        let marked = sqlx::query(&statements.mark)
-            .bind(generation)
-            .bind(batch as i64)
-            .fetch_all(pool)
+        let marked = store
+            .mark(generation, batch)
             .await
-            .map_err(BenchError::db("run the mark statement"))?;
+            .map_err(|e| BenchError::Run(format!("run the mark statement: {e}")))?;
         if marked.is_empty() {
             break;
         }
-        let ids: Vec<i64> = marked.iter().map(|r| r.get::<i64, _>("id")).collect();
-        let purged = sqlx::query_scalar::<_, i64>(&statements.purge)
-            .bind(&ids)
-            .bind(vec![generation])
-            .fetch_all(pool)
+        let ids: Vec<i64> = marked
+            .iter()
+            .map(|d| match d {
+                Ok(r) => r.id,
+                Err(p) => p.id,
+            })
+            .collect();
+        done += store
+            .purge(&ids, &[generation])
             .await
-            .map_err(BenchError::db("run the purge statement"))?;
-        done += purged.len() as u64;
+            .map_err(|e| BenchError::Run(format!("run the purge statement: {e}")))?;
     }
     Ok(Ceiling::new(done, started.elapsed()))
 }

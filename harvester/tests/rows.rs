@@ -27,6 +27,7 @@ async fn stale_leader_cannot_purge_or_reset_rows_re_marked_by_a_newer_leader() {
     let marked_old = sqlx::query(&sql.mark)
         .bind(old)
         .bind(10i64)
+        .bind(0i64)
         .fetch_all(&world.db.pool)
         .await
         .unwrap();
@@ -36,6 +37,7 @@ async fn stale_leader_cannot_purge_or_reset_rows_re_marked_by_a_newer_leader() {
     let marked_new = sqlx::query(&sql.mark)
         .bind(new)
         .bind(10i64)
+        .bind(0i64)
         .fetch_all(&world.db.pool)
         .await
         .unwrap();

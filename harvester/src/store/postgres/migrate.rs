@@ -20,7 +20,9 @@ const QUARANTINE: (i32, &str, &str) = (
 );
 const NOTIFY: (i32, &str, &str) = (3, "notify", include_str!("migrations/0003_notify.sql"));
 
-const NATIVE: &[(i32, &str, &str)] = &[OUTBOX, QUARANTINE, NOTIFY];
+const STORAGE: (i32, &str, &str) = (4, "storage", include_str!("migrations/0004_storage.sql"));
+
+const NATIVE: &[(i32, &str, &str)] = &[OUTBOX, QUARANTINE, NOTIFY, STORAGE];
 /// A goharvest table is left as it is: only the quarantine is ours.
 const GOHARVEST: &[(i32, &str, &str)] = &[QUARANTINE];
 

@@ -10,6 +10,7 @@
 //! Every statement runs with `database.statement_timeout` on the server, set on each connection
 //! the store opens, so a statement the client gave up on does not go on holding locks.
 
+mod cursor;
 mod decode;
 mod listen;
 mod migrate;
@@ -68,6 +69,10 @@ pub struct PgStore {
     quarantine: TableName,
     shape: Shape,
     require_key: bool,
+    /// Where the next mark may start (see `cursor.rs`), shared by clones.
+    cursor: std::sync::Arc<parking_lot::Mutex<cursor::MarkCursor>>,
+    /// The id sequence to probe: unknown until the first mark, then found or not.
+    sequence: std::sync::Arc<tokio::sync::OnceCell<Option<String>>>,
 }
 
 impl PgStore {
@@ -105,6 +110,8 @@ impl PgStore {
             quarantine,
             shape: outbox.shape,
             require_key: outbox.require_key,
+            cursor: std::sync::Arc::default(),
+            sequence: std::sync::Arc::default(),
         }
     }
 
@@ -118,6 +125,12 @@ impl PgStore {
         &self.statements
     }
 
+    /// The id the next mark of the current generation starts its scan from (0 = the head of
+    /// the table): see the floor in the mark statement. For diagnostics and tests.
+    pub fn mark_floor(&self) -> i64 {
+        self.cursor.lock().peek()
+    }
+
     /// A stasher for this outbox (its table and shape).
     pub fn stasher(&self) -> Stasher {
         Stasher::with_shape(&self.table, self.shape)
@@ -125,6 +138,70 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// The id sequence the floor can be computed from, looked up once: None when the table has
+    /// none of its own or it caches values per session (every mark then scans from the head).
+    async fn sequence(&self) -> Option<&str> {
+        self.sequence
+            .get_or_init(|| async {
+                let found = sqlx::query_as::<_, (String, i64)>(&self.statements.sequence)
+                    .bind(self.table.quoted())
+                    .fetch_optional(&self.pool)
+                    .await;
+                match found {
+                    Ok(Some((name, 1))) => Some(name),
+                    Ok(Some((name, cache))) => {
+                        tracing::warn!(table = %self.table, sequence = %name, cache,
+                            "the id sequence caches values per session: every mark scans the outbox from its head");
+                        None
+                    }
+                    Ok(None) => {
+                        tracing::warn!(table = %self.table,
+                            "no sequence of its own behind the outbox's id: every mark scans the outbox from its head");
+                        None
+                    }
+                    Err(e) => {
+                        tracing::warn!(table = %self.table, error = %e,
+                            "could not look up the outbox's id sequence: every mark scans from the head");
+                        None
+                    }
+                }
+            })
+            .await
+            .as_deref()
+    }
+
+    /// The probe before a mark (see `cursor.rs`); None (scan from the head) when it fails.
+    async fn probe(&self) -> Option<cursor::Probe> {
+        let sequence = self.sequence().await?;
+        let read =
+            sqlx::query_as::<_, (i64, Option<i64>, Option<i64>, i64)>(&self.statements.probe)
+                .bind(sequence)
+                .bind(self.table.quoted())
+                .fetch_one(&self.pool)
+                .await;
+        match read {
+            Ok((at, last_value, oldest_writer, unknown_writers)) => {
+                if unknown_writers > 0 {
+                    static ONCE: std::sync::Once = std::sync::Once::new();
+                    ONCE.call_once(|| {
+                        tracing::warn!(table = %self.table, unknown_writers,
+                            "transactions writing the outbox have no visible start time (another role's sessions: grant pg_read_all_stats to the harvester's role; or prepared transactions): marks scan from the head while they are open");
+                    });
+                }
+                Some(cursor::Probe {
+                    at,
+                    last_value,
+                    oldest_writer,
+                    unknown_writers,
+                })
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "mark probe failed: scanning from the head");
+                None
+            }
+        }
+    }
+
     /// Runs a leader-conditioned statement over `ids` (`$1` ids, `$2` leader ids, returning
     /// the ids it touched); returns how many it touched.
     async fn on_ids(
@@ -164,9 +241,12 @@ impl OutboxStore for PgStore {
 
     fn mark(&self, leader: Uuid, limit: usize) -> BoxFuture<'_, Result<Vec<Decoded>>> {
         Box::pin(async move {
+            let probe = self.probe().await;
+            let begun = self.cursor.lock().begin(leader, probe);
             let rows = sqlx::query(&self.statements.mark)
                 .bind(leader)
                 .bind(limit as i64)
+                .bind(begun.floor)
                 .fetch_all(&self.pool)
                 .await
                 .map_err(Error::db("run the mark query"))?;
@@ -184,21 +264,49 @@ impl OutboxStore for PgStore {
                 Ok(r) => r.id,
                 Err(p) => p.id,
             });
+            let highest = decoded.last().map(|d| match d {
+                Ok(r) => r.id,
+                Err(p) => p.id,
+            });
+            self.cursor.lock().end(begun, limit, decoded.len(), highest);
             Ok(decoded)
         })
     }
 
     fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(self.on_ids(
-            &self.statements.purge,
-            ids,
-            leaders,
-            "purge acknowledged rows",
-        ))
+        Box::pin(async move {
+            let n = self
+                .on_ids(
+                    &self.statements.purge,
+                    ids,
+                    leaders,
+                    "purge acknowledged rows",
+                )
+                .await?;
+            if n < ids.len() as u64 {
+                self.cursor.lock().foreign();
+            }
+            Ok(n)
+        })
     }
 
     fn reset<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(self.on_ids(&self.statements.reset, ids, leaders, "reset rows"))
+        Box::pin(async move {
+            // Lower the floor once the rows are markable again (committed), so that the next
+            // mark to begin scans them; a mark already running cannot clear it (cursor.rs).
+            // (Until then a key with reset rows stays blocked in its shard, so a mark that
+            // skips them cannot reorder the key.)
+            let n = self
+                .on_ids(&self.statements.reset, ids, leaders, "reset rows")
+                .await?;
+            if let Some(&low) = ids.iter().min() {
+                self.cursor.lock().reset(low);
+            }
+            if n < ids.len() as u64 {
+                self.cursor.lock().foreign();
+            }
+            Ok(n)
+        })
     }
 
     fn quarantine<'a>(
@@ -215,6 +323,9 @@ impl OutboxStore for PgStore {
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(Error::db(format!("quarantine row {id}")))?;
+            if moved.is_none() {
+                self.cursor.lock().foreign();
+            }
             Ok(moved.is_some())
         })
     }

@@ -15,6 +15,10 @@ pub struct Statements {
     pub quarantine: String,
     pub backlog: String,
     pub stash: String,
+    /// The probe before a mark (`$1` sequence, `$2` table; see `cursor.rs`).
+    pub probe: String,
+    /// The table's id sequence and its cache (`$1` table).
+    pub sequence: String,
     /// LISTEN channel woken by the insert trigger (native shape only).
     pub channel: Option<String>,
 }
@@ -62,6 +66,8 @@ impl Statements {
             quarantine: render(include_str!("sql/quarantine.sql"), &p),
             backlog: render(include_str!("sql/backlog.sql"), &p),
             stash: render(stash, &p),
+            probe: include_str!("sql/probe.sql").to_owned(),
+            sequence: include_str!("sql/sequence.sql").to_owned(),
             channel: (shape == Shape::Native).then(|| table.ident("_harvest")),
         }
     }
