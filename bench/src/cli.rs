@@ -27,6 +27,8 @@ pub struct RunOptions {
     pub out: PathBuf,
     pub ceilings: bool,
     pub private_pg_port: u16,
+    /// Whether to switch the server's autovacuum on (the default), off, or leave it.
+    pub autovacuum: crate::pg::AutovacuumMode,
 }
 
 /// What a run produced.
@@ -79,6 +81,18 @@ struct Prepared {
     provenance: Provenance,
     run_id: String,
     jsonl: PathBuf,
+    /// The server's autovacuum as the run changed it, to put back when the command ends.
+    autovacuum: Option<AutovacuumRestore>,
+}
+
+/// Puts the server's autovacuum back (see [`crate::pg::AutovacuumSwitch`]).
+struct AutovacuumRestore(crate::pg::AutovacuumSwitch, sqlx::PgPool);
+
+impl AutovacuumRestore {
+    async fn restore(self) {
+        self.0.restore(&self.1).await;
+        self.1.close().await;
+    }
 }
 
 async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
@@ -132,15 +146,20 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
     let pool = sqlx::PgPool::connect(&database_url)
         .await
         .map_err(BenchError::db(format!("connect to {database_url}")))?;
+    let switch = crate::pg::AutovacuumSwitch::apply(&pool, o.autovacuum).await?;
+    let mut pg_settings = crate::pg::settings(&pool).await?;
+    pg_settings.autovacuum_note = switch.note.clone();
+    if let Some(w) = pg_settings.autovacuum_warning() {
+        eprintln!("bench: {w}");
+    }
     let provenance = Provenance::detect(
         &run_id,
         &match broker.embedded() {
             Some(_) => format!("embedded librdkafka mock cluster at {}", broker.bootstrap()),
             None => format!("external cluster at {}", broker.bootstrap()),
         },
-        crate::pg::settings(&pool).await?,
+        pg_settings,
     );
-    pool.close().await;
     append_json(&jsonl, &serde_json::json!({"provenance": provenance}))?;
     let bench = Bench {
         database_url,
@@ -156,18 +175,30 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
         provenance,
         run_id,
         jsonl,
+        autovacuum: Some(AutovacuumRestore(switch, pool)),
     })
 }
 
 /// `bench run`.
 pub async fn run(o: RunOptions) -> Result<Summary, BenchError> {
+    let mut prepared = prepare(&o).await?;
+    let restore = prepared.autovacuum.take();
+    let outcome = run_prepared(&o, prepared).await;
+    if let Some(r) = restore {
+        r.restore().await;
+    }
+    outcome
+}
+
+async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, BenchError> {
     let Prepared {
         file,
         bench,
         provenance,
         run_id,
         jsonl,
-    } = prepare(&o).await?;
+        ..
+    } = prepared;
     let names = if o.scenarios.is_empty() {
         file.profile(&o.profile)?
     } else {
@@ -218,7 +249,10 @@ pub async fn run(o: RunOptions) -> Result<Summary, BenchError> {
         }
     }
     let plots = write_plots(&o.out, &run_id, &runs)?;
-    let md = markdown(&provenance, &ceilings, &runs, &plots);
+    let mut md = markdown(&provenance, &ceilings, &runs, &plots);
+    if let Some(w) = provenance.postgres.autovacuum_warning() {
+        md = format!("> **{w}**\n\n{md}");
+    }
     let md_path = o.out.join(format!("{run_id}.md"));
     std::fs::write(&md_path, &md)
         .map_err(BenchError::io(format!("write {}", md_path.display())))?;
@@ -256,13 +290,24 @@ pub struct TuneSummary {
 
 /// `bench tune`.
 pub async fn tune(o: TuneOptions) -> Result<TuneSummary, BenchError> {
+    let mut prepared = prepare(&o.run).await?;
+    let restore = prepared.autovacuum.take();
+    let outcome = tune_prepared(&o, prepared).await;
+    if let Some(r) = restore {
+        r.restore().await;
+    }
+    outcome
+}
+
+async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummary, BenchError> {
     let Prepared {
         file,
         bench,
         provenance,
         run_id,
         jsonl,
-    } = prepare(&o.run).await?;
+        ..
+    } = prepared;
     let scenario = file
         .scenario
         .get(&o.scenario)

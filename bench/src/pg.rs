@@ -57,6 +57,28 @@ pub struct PgSettings {
     pub full_page_writes: String,
     pub wal_level: String,
     pub shared_buffers: String,
+    /// `autovacuum` as the run measured it (after `--autovacuum` applied).
+    #[serde(default)]
+    pub autovacuum: String,
+    /// `autovacuum_naptime, vacuum threshold + scale factor` (the server's defaults; the
+    /// outbox table's own settings come from its migration).
+    #[serde(default)]
+    pub autovacuum_settings: String,
+    /// What `--autovacuum` did: "left as found", "switched on for the run (restored after)", ...
+    #[serde(default)]
+    pub autovacuum_note: String,
+}
+
+impl PgSettings {
+    /// A loud line for reports when the run measured without autovacuum.
+    pub fn autovacuum_warning(&self) -> Option<String> {
+        (self.autovacuum == "off").then(|| {
+            "WARNING: autovacuum was OFF for this run (no production server runs so): dead rows \
+             were never vacuumed, and figures for large backlogs are not what production sees. \
+             Rerun with `--autovacuum on` (the default)."
+                .to_owned()
+        })
+    }
 }
 
 pub async fn settings(pool: &PgPool) -> Result<PgSettings, BenchError> {
@@ -73,6 +95,171 @@ pub async fn settings(pool: &PgPool) -> Result<PgSettings, BenchError> {
         full_page_writes: show("full_page_writes").await?,
         wal_level: show("wal_level").await?,
         shared_buffers: show("shared_buffers").await?,
+        autovacuum: show("autovacuum").await?,
+        autovacuum_settings: format!(
+            "naptime {}, vacuum after {} + {} of the table's rows, workers {}",
+            show("autovacuum_naptime").await?,
+            show("autovacuum_vacuum_threshold").await?,
+            show("autovacuum_vacuum_scale_factor").await?,
+            show("autovacuum_max_workers").await?,
+        ),
+        autovacuum_note: String::new(),
+    })
+}
+
+/// `bench run --autovacuum`: what the run should measure against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AutovacuumMode {
+    /// Switch autovacuum on for the run if the server has it off, and restore it after
+    /// (production servers run with it on).
+    #[default]
+    On,
+    /// Switch it off for the run (a comparison), and restore it after.
+    Off,
+    /// Leave the server as it is.
+    AsFound,
+}
+
+impl std::str::FromStr for AutovacuumMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "on" => Ok(Self::On),
+            "off" => Ok(Self::Off),
+            "as-found" => Ok(Self::AsFound),
+            other => Err(format!("--autovacuum {other}: expected on, off or as-found")),
+        }
+    }
+}
+
+/// A server-wide `autovacuum` changed for a run (`ALTER SYSTEM` + reload), to be put back with
+/// [`AutovacuumSwitch::restore`]. Changing it needs a superuser; without one the run goes on as
+/// found and says so.
+#[derive(Debug)]
+pub struct AutovacuumSwitch {
+    /// The value to put back, when this run changed it.
+    restore: Option<String>,
+    pub note: String,
+}
+
+async fn set_autovacuum(pool: &PgPool, value: Option<&str>) -> Result<(), sqlx::Error> {
+    let sql = match value {
+        Some("on") => "ALTER SYSTEM SET autovacuum = on",
+        Some(_) => "ALTER SYSTEM SET autovacuum = off",
+        None => "ALTER SYSTEM RESET autovacuum",
+    };
+    sqlx::query(sql).execute(pool).await?;
+    sqlx::query("SELECT pg_reload_conf()").execute(pool).await?;
+    // The reload is asynchronous: wait until new sessions see it.
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let mut conn = pool.acquire().await?;
+        let now: String = sqlx::query_scalar("SHOW autovacuum")
+            .fetch_one(&mut *conn)
+            .await?;
+        conn.detach();
+        if value.is_none_or(|v| v == now) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+impl AutovacuumSwitch {
+    /// Applies `mode` to the server behind `pool`.
+    pub async fn apply(pool: &PgPool, mode: AutovacuumMode) -> Result<Self, BenchError> {
+        let now: String = sqlx::query_scalar("SHOW autovacuum")
+            .fetch_one(pool)
+            .await
+            .map_err(BenchError::db("SHOW autovacuum"))?;
+        let want = match mode {
+            AutovacuumMode::On => "on",
+            AutovacuumMode::Off => "off",
+            AutovacuumMode::AsFound => {
+                return Ok(Self {
+                    restore: None,
+                    note: format!("left as found ({now})"),
+                })
+            }
+        };
+        if now == want {
+            return Ok(Self {
+                restore: None,
+                note: format!("{want}, as found"),
+            });
+        }
+        // Whatever postgresql.auto.conf said before (None: not set there).
+        let before: Option<String> = sqlx::query_scalar(
+            "SELECT setting FROM pg_file_settings WHERE name = 'autovacuum' AND sourcefile LIKE '%postgresql.auto.conf' AND applied",
+        )
+        .fetch_optional(pool)
+        .await
+        .ok()
+        .flatten();
+        match set_autovacuum(pool, Some(want)).await {
+            Ok(()) => {
+                eprintln!("bench: autovacuum was {now} on this server; switched {want} for the run (restored after)");
+                Ok(Self {
+                    restore: Some(before.unwrap_or_default()),
+                    note: format!("switched {want} for the run (found {now}; restored after)"),
+                })
+            }
+            Err(e) => {
+                eprintln!("bench: WARNING: could not switch autovacuum {want} ({e}); measuring with it {now}");
+                Ok(Self {
+                    restore: None,
+                    note: format!("could not switch it {want} ({e}): measured as found ({now})"),
+                })
+            }
+        }
+    }
+
+    /// Puts the server's setting back as it was found.
+    pub async fn restore(mut self, pool: &PgPool) {
+        if let Some(before) = self.restore.take() {
+            let value = (!before.is_empty()).then_some(before.as_str());
+            if let Err(e) = set_autovacuum(pool, value).await {
+                eprintln!("bench: WARNING: could not restore autovacuum ({e}); run `ALTER SYSTEM RESET autovacuum; SELECT pg_reload_conf();` as a superuser");
+            }
+        }
+    }
+}
+
+impl Drop for AutovacuumSwitch {
+    fn drop(&mut self) {
+        if self.restore.is_some() {
+            eprintln!("bench: WARNING: autovacuum was changed for the run and not restored; run `ALTER SYSTEM RESET autovacuum; SELECT pg_reload_conf();` as a superuser");
+        }
+    }
+}
+
+/// The outbox table's vacuum figures at the end of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableVacuum {
+    pub autovacuums: i64,
+    pub dead_rows: i64,
+    /// Heap and indexes, bytes.
+    pub table_bytes: i64,
+    pub index_bytes: i64,
+}
+
+/// Vacuum counts, dead rows and sizes of `table` (a quoted, qualified name).
+pub async fn table_vacuum(pool: &PgPool, table: &str) -> Result<TableVacuum, BenchError> {
+    let (autovacuums, dead_rows, table_bytes, index_bytes): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(s.autovacuum_count, 0), COALESCE(s.n_dead_tup, 0), \
+                pg_table_size($1::regclass), pg_indexes_size($1::regclass) \
+         FROM (SELECT $1::regclass AS rel) r \
+         LEFT JOIN pg_stat_user_tables s ON s.relid = r.rel",
+    )
+    .bind(table)
+    .fetch_one(pool)
+    .await
+    .map_err(BenchError::db(format!("read vacuum figures of {table}")))?;
+    Ok(TableVacuum {
+        autovacuums,
+        dead_rows,
+        table_bytes,
+        index_bytes,
     })
 }
 

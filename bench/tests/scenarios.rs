@@ -29,6 +29,8 @@ async fn every_scenario_runs_verified_and_reports_its_figures() {
         out: out.clone(),
         ceilings: true,
         private_pg_port: 54332,
+        // The server as found: tests/autovacuum.rs checks the switch itself.
+        autovacuum: bench::pg::AutovacuumMode::AsFound,
     })
     .await
     .unwrap();

@@ -70,6 +70,11 @@ struct RunArgs {
     /// Port for the bench's own Postgres (pg-restart).
     #[arg(long, default_value_t = 54331)]
     private_pg_port: u16,
+    /// The server's autovacuum for the run: `on` (default; switched on for the run and
+    /// restored after when the server has it off, as a superuser can), `off` (for a
+    /// comparison) or `as-found`.
+    #[arg(long, default_value = "on")]
+    autovacuum: bench::pg::AutovacuumMode,
 }
 
 #[derive(Debug, clap::Args)]
@@ -103,6 +108,7 @@ fn run_options(r: RunArgs) -> bench::cli::RunOptions {
         out: r.out,
         ceilings: !r.no_ceilings,
         private_pg_port: r.private_pg_port,
+        autovacuum: r.autovacuum,
     }
 }
 
