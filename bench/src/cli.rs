@@ -222,6 +222,7 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     };
     append_json(&jsonl, &serde_json::json!({"ceilings": ceilings}))?;
     let mut runs = Vec::new();
+    let mut skipped = Vec::new();
     for name in &names {
         let scenario = file.scenario[name].clone().scaled(o.scale);
         let variants: Vec<Option<u32>> = if scenario.keys_sweep.is_empty() {
@@ -229,6 +230,13 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
         } else {
             scenario.keys_sweep.iter().copied().map(Some).collect()
         };
+        if let Some(b) = scenario.backlog {
+            if let Some(short) = disk_shortfall(&bench.database_url, b.rows, b.value_bytes).await {
+                eprintln!("== {name}: skipped: {short}");
+                skipped.push(format!("{name}: {short}"));
+                continue;
+            }
+        }
         for keys in variants {
             eprintln!(
                 "== {name}{}",
@@ -253,6 +261,7 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     if let Some(w) = provenance.postgres.autovacuum_warning() {
         md = format!("> **{w}**\n\n{md}");
     }
+    md.push_str(&crate::capacity::section(&runs, &skipped));
     let md_path = o.out.join(format!("{run_id}.md"));
     std::fs::write(&md_path, &md)
         .map_err(BenchError::io(format!("write {}", md_path.display())))?;
@@ -286,6 +295,40 @@ pub struct TuneSummary {
     pub files: Vec<String>,
     pub points: Vec<crate::tune::Point>,
     pub recommendations: Vec<crate::tune::Recommendation>,
+}
+
+/// Why a backlog of `rows` cannot be written to the server behind `url` now, if it cannot: the
+/// free space where Postgres keeps its data (a local server, readable as a superuser) against
+/// about three times the rows' size (the table, the mark's new row versions, WAL) plus 2 GB.
+async fn disk_shortfall(url: &str, rows: u64, value_bytes: usize) -> Option<String> {
+    let need = rows as f64 * (value_bytes as f64 + 150.0) * 3.0 + 2e9;
+    let pool = sqlx::PgPool::connect(url).await.ok()?;
+    let dir: Option<String> = sqlx::query_scalar("SHOW data_directory")
+        .fetch_one(&pool)
+        .await
+        .ok();
+    pool.close().await;
+    let dir = dir?;
+    let out = std::process::Command::new("df")
+        .args(["-Pk", &dir])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let free_kb: f64 = text
+        .lines()
+        .nth(1)?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()?;
+    let free = free_kb * 1024.0;
+    (free < need).then(|| {
+        format!(
+            "{rows} rows need about {:.1} GB free for Postgres ({dir}); {:.1} GB are",
+            need / 1e9,
+            free / 1e9
+        )
+    })
 }
 
 /// `bench tune`.
@@ -484,6 +527,19 @@ fn write_plots(out: &Path, run_id: &str, runs: &[RunResult]) -> Result<Vec<PathB
                 &latency,
                 &[],
                 true,
+            ),
+        )?;
+    }
+    if let Some(series) = crate::capacity::rate_by_progress(runs) {
+        write(
+            format!("{run_id}-drain-rate.svg"),
+            line_chart(
+                "Drain rate over the drain, by backlog size (flat = the cost does not grow with the backlog)",
+                "% of the backlog delivered",
+                "records/s",
+                &series,
+                &[],
+                false,
             ),
         )?;
     }

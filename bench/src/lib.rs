@@ -22,6 +22,7 @@
 //!   own private cluster for the `pg-restart` scenario (the shared server is never restarted).
 
 pub mod analysis;
+pub mod capacity;
 pub mod ceiling;
 pub mod cli;
 pub mod electors;

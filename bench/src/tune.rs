@@ -4,7 +4,8 @@
 //! The recommendation is the knee the user asks for: among points that verified and kept p99
 //! commit-to-receipt latency within the budget, the highest delivered throughput; ties (within
 //! 5%, the noise of this kind of machine) go to the lower p99. When no point meets the budget,
-//! it says so and names the point with the lowest p99 instead.
+//! it says so and names the point with the lowest p99 instead. A drain workload (`--workload
+//! drain-1m`, say: a capacity-sized backlog) has no latency, so its knee is its best drain rate.
 
 use serde::{Deserialize, Serialize};
 
@@ -179,7 +180,8 @@ pub fn recommend(points: &[Point], budget_ms: f64) -> Vec<Recommendation> {
             let mine: Vec<&Point> = points.iter().filter(|p| p.path == path).collect();
             let within: Vec<&&Point> = mine
                 .iter()
-                .filter(|p| p.passed && p.p99_ms.is_some_and(|l| l <= budget_ms))
+                // A drain (no writers) has no commit-to-receipt latency: its budget is its rate.
+                .filter(|p| p.passed && p.p99_ms.is_none_or(|l| l <= budget_ms))
                 .collect();
             let Some(best_rate) = within.iter().map(|p| p.delivered_per_s).reduce(f64::max) else {
                 let fallback = mine
