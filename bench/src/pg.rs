@@ -127,7 +127,9 @@ impl std::str::FromStr for AutovacuumMode {
             "on" => Ok(Self::On),
             "off" => Ok(Self::Off),
             "as-found" => Ok(Self::AsFound),
-            other => Err(format!("--autovacuum {other}: expected on, off or as-found")),
+            other => Err(format!(
+                "--autovacuum {other}: expected on, off or as-found"
+            )),
         }
     }
 }

@@ -30,10 +30,17 @@ async fn the_switch_applies_the_mode_and_restores_what_it_found() {
     let measured = settings(&pool).await.unwrap();
     switch.restore(&pool).await;
     let back = show(&pool).await;
-    assert_ne!(changed, found, "the switch changed nothing: {}", measured.autovacuum_note);
+    assert_ne!(
+        changed, found,
+        "the switch changed nothing: {}",
+        measured.autovacuum_note
+    );
     assert_eq!(measured.autovacuum, changed);
     assert_eq!(measured.autovacuum_warning().is_some(), changed == "off");
-    assert_eq!(back, found, "the switch did not restore the server's setting");
+    assert_eq!(
+        back, found,
+        "the switch did not restore the server's setting"
+    );
     // As found: nothing changes, and the note says so.
     let switch = AutovacuumSwitch::apply(&pool, AutovacuumMode::AsFound)
         .await
