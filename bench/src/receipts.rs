@@ -4,8 +4,14 @@
 //! on a thread of its own, and only collects; verification and latency are computed after the
 //! run from the receipts and the writers' ledger, so the hot loop stays cheap and a record that
 //! arrives before its writer finished bookkeeping is never misjudged.
+//!
+//! It also keeps the books of the log itself ([`OffsetTracker`]): a broker may delete records
+//! before the verifier reads them (the embedded broker keeps only 5 MiB per partition; a real
+//! one, its retention), and a record the verifier never saw because the broker deleted it is
+//! not a record the harvester lost. Counting the skipped offsets per partition is what lets a
+//! run tell the two apart.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,6 +19,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
 
 use crate::BenchError;
 
@@ -46,107 +53,350 @@ pub fn log_records(bootstrap: &str, topic: &str, partitions: i32) -> Result<i64,
     Ok(total)
 }
 
-/// What the consumer thread hands back: receipts in arrival order, and records of other runs.
-type Collected = Result<(Vec<Receipt>, u64), BenchError>;
+/// Per partition, what the verifier read of the log and what it could not.
+///
+/// The harvester's producers are idempotent and not transactional, so a partition's offsets
+/// are contiguous: every offset holds a record and there are no control records. An offset the
+/// verifier skipped (its next read was further on, after the broker answered
+/// `OFFSET_OUT_OF_RANGE` and the consumer reset to the log start) or that lay below the log
+/// start when the run ended is a record the broker deleted before the verifier read it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionLog {
+    pub partition: i32,
+    /// The next offset to read: every offset below was read or counted as evicted.
+    pub next: i64,
+    /// Records read (each offset once).
+    pub read: u64,
+    /// Records the broker deleted before the verifier read them.
+    pub evicted: u64,
+    /// Jumps over deleted records while reading (each one a reset to the log start).
+    pub gaps: u64,
+    /// Offsets delivered again after a reset to an earlier position: ignored, not duplicates.
+    pub reread: u64,
+    /// The log's start and end when the run ended (`-1` before [`OffsetTracker::close`]).
+    pub low: i64,
+    pub high: i64,
+}
+
+impl PartitionLog {
+    /// Records still in the log that the verifier did not read before it stopped.
+    pub fn unread(&self) -> u64 {
+        u64::try_from(self.high - self.next.max(self.low)).unwrap_or(0)
+    }
+}
+
+/// What one offset was to the verifier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// The next offset, or one past a gap of `skipped` records the broker deleted.
+    New { skipped: u64 },
+    /// An offset already read: the consumer went back (a reset below its position).
+    Reread,
+}
+
+/// Gap accounting over the offsets the verifier reads, per partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetTracker {
+    partitions: Vec<PartitionLog>,
+}
+
+impl OffsetTracker {
+    /// `partitions` partitions of a topic created for this run (so its logs start at 0).
+    pub fn new(partitions: i32) -> Self {
+        OffsetTracker {
+            partitions: (0..partitions.max(0))
+                .map(|partition| PartitionLog {
+                    partition,
+                    low: -1,
+                    high: -1,
+                    ..PartitionLog::default()
+                })
+                .collect(),
+        }
+    }
+
+    fn log(&mut self, partition: i32) -> Option<&mut PartitionLog> {
+        self.partitions.get_mut(usize::try_from(partition).ok()?)
+    }
+
+    /// Counts one record read at `offset` of `partition` (unknown partitions count as new).
+    pub fn observe(&mut self, partition: i32, offset: i64) -> Seen {
+        let Some(log) = self.log(partition) else {
+            return Seen::New { skipped: 0 };
+        };
+        if offset < log.next {
+            log.reread += 1;
+            return Seen::Reread;
+        }
+        let skipped = u64::try_from(offset - log.next).unwrap_or(0);
+        if skipped > 0 {
+            log.evicted += skipped;
+            log.gaps += 1;
+        }
+        log.read += 1;
+        log.next = offset + 1;
+        Seen::New { skipped }
+    }
+
+    /// Ends a partition's accounting with its final watermarks: records below the log start
+    /// that were never read were deleted before the verifier got to them.
+    pub fn close(&mut self, partition: i32, low: i64, high: i64) {
+        let Some(log) = self.log(partition) else {
+            return;
+        };
+        if low > log.next {
+            log.evicted += u64::try_from(low - log.next).unwrap_or(0);
+            log.next = low;
+        }
+        log.low = low;
+        log.high = high;
+    }
+
+    /// Records deleted before they were read, over all partitions.
+    pub fn evicted(&self) -> u64 {
+        self.partitions.iter().map(|p| p.evicted).sum()
+    }
+
+    /// Offsets consumed or skipped, over all partitions: grows whenever records arrive.
+    pub fn position(&self) -> u64 {
+        self.partitions
+            .iter()
+            .map(|p| u64::try_from(p.next).unwrap_or(0))
+            .sum()
+    }
+
+    /// Whether every partition was read up to `highs` (its end offsets).
+    pub fn caught_up(&self, highs: &[i64]) -> bool {
+        self.partitions
+            .iter()
+            .zip(highs)
+            .all(|(p, high)| p.next >= *high)
+    }
+
+    pub fn partitions(&self) -> &[PartitionLog] {
+        &self.partitions
+    }
+}
+
+/// What the verifier collected over a run.
+#[derive(Debug, Clone, Default)]
+pub struct Collected {
+    /// Receipts in arrival order (each log offset once).
+    pub receipts: Vec<Receipt>,
+    /// Records of other runs.
+    pub foreign: u64,
+    /// Per partition: offsets read, evicted, re-read; watermarks at the end.
+    pub partitions: Vec<PartitionLog>,
+    /// The partition each key was read from.
+    pub key_partitions: HashMap<u32, i32>,
+}
+
+impl Collected {
+    /// Records the broker deleted before the verifier read them.
+    pub fn evicted(&self) -> u64 {
+        self.partitions.iter().map(|p| p.evicted).sum()
+    }
+}
+
+/// How long the verifier keeps reading after it is told to stop, to reach the log end.
+const CATCH_UP: Duration = Duration::from_secs(10);
+
+/// What the consumer thread publishes while it runs.
+#[derive(Debug, Default)]
+struct Counters {
+    unique: AtomicU64,
+    received: AtomicU64,
+    evicted: AtomicU64,
+    position: AtomicU64,
+}
+
+/// The consumer thread's books.
+struct Books {
+    run: String,
+    tracker: OffsetTracker,
+    seen: HashSet<(u32, u64)>,
+    collected: Collected,
+    counters: Arc<Counters>,
+}
+
+/// A consumer of every partition of `topic` from the beginning, without a group.
+fn verifying_consumer(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+) -> Result<BaseConsumer, BenchError> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", testkit::names::unique("bench-verifier"))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("fetch.wait.max.ms", "10")
+        // Behind the log start (the broker deleted what was next), resume at the log start: the
+        // jump is then exactly the deleted records. librdkafka's default, `latest`, would skip
+        // records still in the log too.
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .map_err(|source| BenchError::Kafka {
+            action: "create the verifying consumer".into(),
+            source,
+        })?;
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..partitions {
+        assignment
+            .add_partition_offset(topic, p, Offset::Beginning)
+            .map_err(|source| BenchError::Kafka {
+                action: "assign partitions".into(),
+                source,
+            })?;
+    }
+    consumer
+        .assign(&assignment)
+        .map_err(|source| BenchError::Kafka {
+            action: "assign partitions".into(),
+            source,
+        })?;
+    Ok(consumer)
+}
+
+impl Books {
+    fn new(run: &str, partitions: i32, counters: Arc<Counters>) -> Self {
+        Books {
+            run: run.to_owned(),
+            tracker: OffsetTracker::new(partitions),
+            seen: HashSet::new(),
+            collected: Collected::default(),
+            counters,
+        }
+    }
+
+    fn read(&mut self, message: &rdkafka::message::BorrowedMessage<'_>) {
+        let at = Instant::now();
+        if self.tracker.observe(message.partition(), message.offset()) == Seen::Reread {
+            return;
+        }
+        let counters = &self.counters;
+        counters
+            .evicted
+            .store(self.tracker.evicted(), Ordering::Relaxed);
+        counters
+            .position
+            .store(self.tracker.position(), Ordering::Relaxed);
+        let identity = message
+            .headers()
+            .and_then(|h| testkit::envelope::parse(h.iter().map(|x| (x.key, x.value))));
+        let key = message.key().and_then(workloads::key_index);
+        let c = &mut self.collected;
+        match (identity, key) {
+            (Some((run, seq)), Some(key)) if run == self.run => {
+                c.receipts.push(Receipt { key, seq, at });
+                c.key_partitions.insert(key, message.partition());
+                counters.received.fetch_add(1, Ordering::Relaxed);
+                if self.seen.insert((key, seq)) {
+                    counters.unique.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            _ => c.foreign += 1,
+        }
+    }
+}
 
 /// A running consumer.
 #[derive(Debug)]
 pub struct Receiver {
     stop: Arc<AtomicBool>,
-    unique: Arc<AtomicU64>,
-    received: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<Collected>>,
+    counters: Arc<Counters>,
+    thread: Option<std::thread::JoinHandle<Result<Collected, BenchError>>>,
+}
+
+fn watermarks(
+    consumer: &BaseConsumer,
+    topic: &str,
+    partitions: i32,
+) -> Result<Vec<(i64, i64)>, BenchError> {
+    (0..partitions)
+        .map(|p| {
+            consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .map_err(|source| BenchError::Kafka {
+                    action: format!("read watermarks of {topic}/{p}"),
+                    source,
+                })
+        })
+        .collect()
 }
 
 impl Receiver {
-    /// Starts reading `topic` (all `partitions`) for records of `run`.
+    /// Starts reading `topic` (all `partitions`, created for this run) for records of `run`.
     pub fn start(
         bootstrap: &str,
         topic: &str,
         partitions: i32,
         run: &str,
     ) -> Result<Receiver, BenchError> {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .set("group.id", testkit::names::unique("bench-verifier"))
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "false")
-            .set("fetch.wait.max.ms", "10")
-            .create()
-            .map_err(|source| BenchError::Kafka {
-                action: "create the verifying consumer".into(),
-                source,
-            })?;
-        let mut assignment = TopicPartitionList::new();
-        for p in 0..partitions {
-            assignment
-                .add_partition_offset(topic, p, Offset::Beginning)
-                .map_err(|source| BenchError::Kafka {
-                    action: "assign partitions".into(),
-                    source,
-                })?;
-        }
-        consumer
-            .assign(&assignment)
-            .map_err(|source| BenchError::Kafka {
-                action: "assign partitions".into(),
-                source,
-            })?;
+        let consumer = verifying_consumer(bootstrap, topic, partitions)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let unique = Arc::new(AtomicU64::new(0));
-        let received = Arc::new(AtomicU64::new(0));
-        let (s, u, r, run) = (
-            Arc::clone(&stop),
-            Arc::clone(&unique),
-            Arc::clone(&received),
-            run.to_owned(),
-        );
+        let counters = Arc::new(Counters::default());
+        let mut books = Books::new(run, partitions, Arc::clone(&counters));
+        let (s, topic) = (Arc::clone(&stop), topic.to_owned());
         let thread = std::thread::spawn(move || {
-            let mut receipts = Vec::new();
-            let mut seen = HashSet::new();
-            let mut foreign = 0u64;
             while !s.load(Ordering::Relaxed) {
-                let Some(message) = consumer.poll(Duration::from_millis(20)) else {
-                    continue;
-                };
-                let at = Instant::now();
-                let Ok(message) = message else { continue };
-                let identity = message
-                    .headers()
-                    .and_then(|h| testkit::envelope::parse(h.iter().map(|x| (x.key, x.value))));
-                let key = message.key().and_then(workloads::key_index);
-                match (identity, key) {
-                    (Some((r_run, seq)), Some(key)) if r_run == run => {
-                        receipts.push(Receipt { key, seq, at });
-                        r.fetch_add(1, Ordering::Relaxed);
-                        if seen.insert((key, seq)) {
-                            u.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    _ => foreign += 1,
+                if let Some(Ok(message)) = consumer.poll(Duration::from_millis(20)) {
+                    books.read(&message);
                 }
             }
-            Ok((receipts, foreign))
+            // Read up to the log end before closing the books, so that what is still in the
+            // log is never mistaken for missing.
+            let highs: Vec<i64> = watermarks(&consumer, &topic, partitions)?
+                .into_iter()
+                .map(|(_, high)| high)
+                .collect();
+            let deadline = Instant::now() + CATCH_UP;
+            while !books.tracker.caught_up(&highs) && Instant::now() < deadline {
+                if let Some(Ok(message)) = consumer.poll(Duration::from_millis(20)) {
+                    books.read(&message);
+                }
+            }
+            for (p, (low, high)) in watermarks(&consumer, &topic, partitions)?
+                .into_iter()
+                .enumerate()
+            {
+                books
+                    .tracker
+                    .close(i32::try_from(p).unwrap_or(i32::MAX), low, high);
+            }
+            let mut c = books.collected;
+            c.partitions = books.tracker.partitions().to_vec();
+            Ok(c)
         });
         Ok(Receiver {
             stop,
-            unique,
-            received,
+            counters,
             thread: Some(thread),
         })
     }
 
     /// Distinct (key, seq) received so far.
     pub fn unique(&self) -> u64 {
-        self.unique.load(Ordering::Relaxed)
+        self.counters.unique.load(Ordering::Relaxed)
     }
 
     pub fn received(&self) -> u64 {
-        self.received.load(Ordering::Relaxed)
+        self.counters.received.load(Ordering::Relaxed)
     }
 
-    /// Stops and returns (receipts in arrival order, records of other runs).
-    pub fn finish(mut self) -> Result<(Vec<Receipt>, u64), BenchError> {
+    /// Records skipped so far because the broker had deleted them.
+    pub fn evicted(&self) -> u64 {
+        self.counters.evicted.load(Ordering::Relaxed)
+    }
+
+    /// Log offsets consumed or skipped so far (any record arriving moves it).
+    pub fn position(&self) -> u64 {
+        self.counters.position.load(Ordering::Relaxed)
+    }
+
+    /// Stops (after reading up to the log end, for at most 10 s) and returns what was read,
+    /// with each partition's books closed against its final watermarks.
+    pub fn finish(mut self) -> Result<Collected, BenchError> {
         self.stop.store(true, Ordering::Relaxed);
         self.thread
             .take()
@@ -159,5 +409,225 @@ impl Receiver {
 impl Drop for Receiver {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(t: &mut OffsetTracker, partition: i32, offsets: impl IntoIterator<Item = i64>) {
+        for o in offsets {
+            t.observe(partition, o);
+        }
+    }
+
+    #[test]
+    fn contiguous_offsets_leave_no_gap() {
+        let mut t = OffsetTracker::new(2);
+        read(&mut t, 0, 0..100);
+        read(&mut t, 1, 0..5);
+        t.close(0, 0, 100);
+        t.close(1, 0, 5);
+        assert_eq!(t.evicted(), 0);
+        assert_eq!(t.position(), 105);
+        assert_eq!(t.partitions()[0].read, 100);
+        assert!(t
+            .partitions()
+            .iter()
+            .all(|p| p.unread() == 0 && p.gaps == 0));
+    }
+
+    #[test]
+    fn a_jump_counts_the_records_never_read() {
+        let mut t = OffsetTracker::new(1);
+        read(&mut t, 0, 0..10);
+        // Offsets 10..=14 deleted: the consumer resumed at 15.
+        assert_eq!(t.observe(0, 15), Seen::New { skipped: 5 });
+        read(&mut t, 0, 16..20);
+        // And a second eviction later on.
+        assert_eq!(t.observe(0, 30), Seen::New { skipped: 10 });
+        t.close(0, 25, 31);
+        let p = t.partitions()[0];
+        assert_eq!((p.evicted, p.gaps, p.read), (15, 2, 16));
+        assert_eq!((p.low, p.high, p.unread()), (25, 31, 0));
+    }
+
+    #[test]
+    fn a_log_that_starts_late_was_evicted_from_its_start() {
+        // The first record read is at 7: offsets 0..7 were deleted before the first fetch.
+        let mut t = OffsetTracker::new(1);
+        assert_eq!(t.observe(0, 7), Seen::New { skipped: 7 });
+        assert_eq!(t.evicted(), 7);
+    }
+
+    #[test]
+    fn a_reset_to_the_low_watermark_counts_only_what_is_gone() {
+        let mut t = OffsetTracker::new(1);
+        read(&mut t, 0, 0..100);
+        // The consumer fell behind: position 100 deleted, OFFSET_OUT_OF_RANGE, reset to the
+        // log start at 250; it reads on from there.
+        read(&mut t, 0, 250..300);
+        t.close(0, 250, 300);
+        let p = t.partitions()[0];
+        assert_eq!((p.evicted, p.gaps, p.read, p.unread()), (150, 1, 150, 0));
+    }
+
+    #[test]
+    fn a_reset_below_the_position_rereads_without_counting_duplicates() {
+        let mut t = OffsetTracker::new(1);
+        read(&mut t, 0, 0..50);
+        // Reset to an earlier offset (e.g. to the log start at 40): 40..50 come again.
+        for o in 40..50 {
+            assert_eq!(t.observe(0, o), Seen::Reread);
+        }
+        assert_eq!(t.observe(0, 50), Seen::New { skipped: 0 });
+        // And the same offset twice in a row.
+        assert_eq!(t.observe(0, 50), Seen::Reread);
+        let p = t.partitions()[0];
+        assert_eq!((p.read, p.reread, p.evicted), (51, 11, 0));
+    }
+
+    #[test]
+    fn the_end_counts_deleted_records_never_reached_and_unread_ones() {
+        let mut t = OffsetTracker::new(3);
+        read(&mut t, 0, 0..10);
+        read(&mut t, 1, 0..10);
+        // Partition 0: the log now starts at 40, so 10..40 were deleted unread, 40..60 unread.
+        t.close(0, 40, 60);
+        // Partition 1: all read, the start moved past it afterwards: nothing lost to eviction.
+        t.close(1, 10, 10);
+        // Partition 2: never read a thing, log 0..5 still there.
+        t.close(2, 0, 5);
+        let ps = t.partitions();
+        assert_eq!((ps[0].evicted, ps[0].unread()), (30, 20));
+        assert_eq!((ps[1].evicted, ps[1].unread()), (0, 0));
+        assert_eq!((ps[2].evicted, ps[2].unread()), (0, 5));
+        assert_eq!(t.evicted(), 30);
+        assert!(!t.caught_up(&[60, 10, 5]));
+        assert!(t.caught_up(&[40, 10, 0]));
+    }
+
+    /// Against a real (in-process) mock cluster whose one partition holds only a few hundred
+    /// 10 kB records.
+    mod against_the_mock {
+        use super::super::*;
+        use rdkafka::message::{Header, OwnedHeaders};
+        use rdkafka::mocking::MockCluster;
+        use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+
+        const RUN: &str = "run-test";
+
+        fn produce(bootstrap: &str, from_seq: u64, n: u64) {
+            let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+                .set("bootstrap.servers", bootstrap)
+                .set("linger.ms", "0")
+                .set("batch.num.messages", "1")
+                .create()
+                .unwrap();
+            let value = vec![b'v'; 10_000];
+            for seq in from_seq..from_seq + n {
+                let s = seq.to_string();
+                let headers = OwnedHeaders::new()
+                    .insert(Header {
+                        key: testkit::envelope::RUN_HEADER,
+                        value: Some(RUN.as_bytes()),
+                    })
+                    .insert(Header {
+                        key: testkit::envelope::SEQ_HEADER,
+                        value: Some(s.as_bytes()),
+                    });
+                let mut record = BaseRecord::to("t")
+                    .key("k0")
+                    .payload(&value)
+                    .headers(headers);
+                while let Err((_, r)) = p.send(record) {
+                    record = r;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            p.flush(Duration::from_secs(30)).unwrap();
+        }
+
+        fn marks(bootstrap: &str) -> (i64, i64) {
+            let c: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", bootstrap)
+                .create()
+                .unwrap();
+            c.fetch_watermarks("t", 0, Duration::from_secs(10)).unwrap()
+        }
+
+        fn cluster() -> (MockCluster<'static, DefaultProducerContext>, String) {
+            let cluster = MockCluster::new(1).unwrap();
+            cluster.create_topic("t", 1, 1).unwrap();
+            let bootstrap = cluster.bootstrap_servers();
+            (cluster, bootstrap)
+        }
+
+        /// The log lost its head before the verifier started: the first record it reads is at
+        /// the log start, and everything below was evicted.
+        #[test]
+        fn records_deleted_before_the_first_read_are_evicted() {
+            let (_cluster, bootstrap) = cluster();
+            produce(&bootstrap, 0, 1500);
+            let (low, high) = marks(&bootstrap);
+            assert!(low > 0 && high == 1500, "{low} {high}");
+            let r = Receiver::start(&bootstrap, "t", 1, RUN).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while r.unique() < (high - low) as u64 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert_eq!(r.evicted(), low as u64);
+            let c = r.finish().unwrap();
+            assert_eq!(c.evicted(), low as u64);
+            assert_eq!(c.receipts.len() as i64, high - low);
+            let p = c.partitions[0];
+            assert_eq!((p.low, p.high, p.unread(), p.reread), (low, high, 0, 0));
+        }
+
+        /// The verifier fell behind mid-run: its next offset was deleted, the broker answered
+        /// OFFSET_OUT_OF_RANGE, the consumer reset to the log start, and the jump is counted.
+        #[test]
+        fn a_reset_after_offset_out_of_range_counts_the_jump() {
+            let (_cluster, bootstrap) = cluster();
+            produce(&bootstrap, 0, 100);
+            let consumer = verifying_consumer(&bootstrap, "t", 1).unwrap();
+            let mut books = Books::new(RUN, 1, Arc::default());
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while books.tracker.position() < 100 && Instant::now() < deadline {
+                if let Some(Ok(m)) = consumer.poll(Duration::from_millis(20)) {
+                    books.read(&m);
+                }
+            }
+            assert_eq!(books.tracker.position(), 100);
+            // Stop fetching, let the broker delete past the verifier's position, go on.
+            let assignment = consumer.assignment().unwrap();
+            consumer.pause(&assignment).unwrap();
+            produce(&bootstrap, 100, 1500);
+            let (low, high) = marks(&bootstrap);
+            assert!(low > 100, "{low}");
+            consumer.resume(&assignment).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !books.tracker.caught_up(&[high]) && Instant::now() < deadline {
+                if let Some(Ok(m)) = consumer.poll(Duration::from_millis(20)) {
+                    books.read(&m);
+                }
+            }
+            books.tracker.close(0, low, high);
+            let p = books.tracker.partitions()[0];
+            assert_eq!(p.evicted, (low - 100) as u64, "{p:?}");
+            assert_eq!(p.read as i64, 100 + high - low, "{p:?}");
+            assert_eq!((p.gaps, p.unread()), (1, 0), "{p:?}");
+            // Every record read once: no false duplicates from the reset.
+            assert_eq!(books.collected.receipts.len() as u64, p.read);
+        }
+    }
+
+    #[test]
+    fn unknown_partitions_are_harmless() {
+        let mut t = OffsetTracker::new(1);
+        assert_eq!(t.observe(5, 3), Seen::New { skipped: 0 });
+        t.close(-1, 0, 0);
+        assert_eq!(t.evicted(), 0);
     }
 }

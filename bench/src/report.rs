@@ -10,8 +10,69 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::{Correctness, Percentiles};
 use crate::ceiling::Ceiling;
 use crate::pg::PgSettings;
+use crate::receipts::PartitionLog;
+use crate::run::cpu::{Bound, CpuUsage};
+use crate::run::sizing::TopicSizing;
 use crate::scenario::Kind;
 use crate::BenchError;
+
+/// A run's outcome. `passed` is true only for [`Verdict::Passed`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Passed,
+    #[default]
+    Failed,
+    /// Every missing record is explained by the broker deleting it before the verifier read
+    /// it: the run proves nothing either way, and is not passed.
+    Inconclusive,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verdict::Passed => "passed",
+            Verdict::Failed => "failed",
+            Verdict::Inconclusive => "inconclusive",
+        })
+    }
+}
+
+/// What ended the wait for the last records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DrainEnd {
+    /// Every committed record arrived.
+    #[default]
+    Complete,
+    /// Every record arrived or was skipped as deleted by the broker, and the outbox is empty.
+    Accounted,
+    /// No record arrived for the scenario's no-progress window.
+    NoProgress,
+    /// The cap (no-progress window + backlog / lowest acceptable rate) passed.
+    Cap,
+}
+
+impl DrainEnd {
+    pub fn describe(&self) -> &'static str {
+        match self {
+            DrainEnd::Complete => "every record arrived",
+            DrainEnd::Accounted => "every record arrived or was deleted by the broker unread",
+            DrainEnd::NoProgress => "nothing arrived for the no-progress window",
+            DrainEnd::Cap => "the cap from backlog / lowest acceptable rate passed",
+        }
+    }
+}
+
+/// The wait for the last records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Drain {
+    pub ended_by: DrainEnd,
+    /// How long it waited.
+    pub seconds: f64,
+    pub no_progress_window_s: f64,
+    pub cap_s: f64,
+}
 
 /// A failover, from the fault to the new leader's first publish.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -34,7 +95,13 @@ pub struct RunResult {
     pub committed: u64,
     pub rolled_back: u64,
     pub correctness: Correctness,
+    /// `verdict == Passed`.
     pub passed: bool,
+    #[serde(default)]
+    pub verdict: Verdict,
+    /// The verdict in a sentence, with its cause and, for an inconclusive run, the fix.
+    #[serde(default)]
+    pub verdict_note: String,
     pub problems: String,
     /// Rows still in the outbox when the run ended (a stuck key shows here).
     pub left_in_outbox: i64,
@@ -52,6 +119,29 @@ pub struct RunResult {
     /// without keeping them. Forgiven only where the scenario injects Produce errors into the
     /// mock broker (which is known to do this, see bench/tests/mock_broker.rs).
     pub broker_lost: u64,
+    /// Records the broker deleted before the verifier read them (offsets it had to skip, and
+    /// offsets below the log start at the end), over all partitions; per partition in `log`.
+    /// Not in `broker_lost`.
+    #[serde(default)]
+    pub broker_evicted: u64,
+    /// Of the lost records (`correctness.lost`), those explained by `broker_evicted`.
+    #[serde(default)]
+    pub lost_to_eviction: u64,
+    /// Per partition: records read, evicted, re-read, and the final watermarks.
+    #[serde(default)]
+    pub log: Vec<PartitionLog>,
+    /// Partitions, the broker's log limit and the verifier lag it tolerates.
+    #[serde(default)]
+    pub topic: TopicSizing,
+    /// What ended the drain.
+    #[serde(default)]
+    pub drain: Option<Drain>,
+    /// Broker, harvester and Postgres CPU over the measured part, and what bound the run.
+    #[serde(default)]
+    pub cpu: CpuUsage,
+    /// The outbox table after the run: autovacuums, dead rows, heap and index bytes.
+    #[serde(default)]
+    pub outbox_after: Option<crate::pg::TableVacuum>,
     /// Commit (open loop: intended start) -> receipt.
     pub latency_ms: Option<Percentiles>,
     pub latency_from_commit_ms: Option<Percentiles>,
@@ -183,6 +273,31 @@ pub fn append_json(path: &Path, value: &impl Serialize) -> Result<(), BenchError
     writeln!(f, "{line}").map_err(BenchError::io(format!("write {}", path.display())))
 }
 
+/// The CPU figures of one run in a sentence.
+pub fn cpu_line(c: &CpuUsage) -> String {
+    let broker = match (c.broker_cpu_seconds, c.broker_utilisation, c.broker_busy) {
+        (Some(s), Some(u), Some(b)) => format!(
+            "broker {s:.1} s (its mock thread busy {:.0} % of the time: {:.0} % on a CPU, {:.0} % waiting for one)",
+            b * 100.0,
+            u * 100.0,
+            (b - u).max(0.0) * 100.0
+        ),
+        (Some(s), Some(u), None) => format!(
+            "broker {s:.1} s (its mock thread {:.0} % of one core)",
+            u * 100.0
+        ),
+        _ => "broker not measured (a real cluster)".into(),
+    };
+    let postgres = c.postgres_cpu_seconds.map_or_else(
+        || "postgres not measured (remote)".into(),
+        |s| format!("postgres {s:.1} s"),
+    );
+    format!(
+        "CPU over the measured {:.1} s on {} cores: {broker}, harvesters {:.1} s, {postgres}; bound by {}",
+        c.wall_seconds, c.cores, c.harvester_cpu_seconds, c.bound_by
+    )
+}
+
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
 }
@@ -204,6 +319,11 @@ pub fn markdown(
         s,
         "- postgres {}: fsync={}, synchronous_commit={}, full_page_writes={}, wal_level={}, shared_buffers={}",
         pg.version, pg.fsync, pg.synchronous_commit, pg.full_page_writes, pg.wal_level, pg.shared_buffers
+    );
+    let _ = writeln!(
+        s,
+        "- autovacuum={} ({}; {}); the outbox tables have their own row thresholds (migration 0004)",
+        pg.autovacuum, pg.autovacuum_note, pg.autovacuum_settings
     );
     let _ = writeln!(s, "- broker: {}", p.broker);
     if let Some(r) = runs.first() {
@@ -237,9 +357,9 @@ pub fn markdown(
     let _ = writeln!(s, "\n## Scenarios\n");
     let _ = writeln!(
         s,
-        "| scenario | ok | committed | drain rec/s | x lower ceiling | delivered rec/s (written / target) | p50 ms | p90 | p99 | p99.9 | max | lost | reord | dup | failover gap / stall ms | CPU s/M rec | peak RSS MiB | WAL B/rec | tx/rec |"
+        "| scenario | verdict | committed | drain rec/s | x lower ceiling | delivered rec/s (written / target) | p50 ms | p90 | p99 | p99.9 | max | lost | evicted | reord | dup | failover gap / stall ms | CPU s/M rec | peak RSS MiB | WAL B/rec | tx/rec | broker busy | bound by |"
     );
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in runs {
         let l = r.latency_ms;
         // Only a drain is limited by the harvester alone; a steady run by its writers.
@@ -256,9 +376,13 @@ pub fn markdown(
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} |",
             r.scenario,
-            if r.passed { "yes" } else { "**NO**" },
+            match r.verdict {
+                Verdict::Passed if r.passed => "passed",
+                Verdict::Inconclusive => "*inconclusive*",
+                _ => "**FAILED**",
+            },
             r.committed,
             opt(r.drain_records_per_s, 0),
             opt(ratio, 2),
@@ -268,12 +392,17 @@ pub fn markdown(
             opt(l.map(|l| l.p99), 1),
             opt(l.map(|l| l.p999), 1),
             opt(l.map(|l| l.max), 1),
-            match (r.broker_lost, r.undelivered) {
-                (0, 0) => r.correctness.lost.to_string(),
-                (b, 0) => format!("{} ({b} by broker)", r.correctness.lost),
-                (0, u) => format!("{} ({u} undelivered)", r.correctness.lost),
-                (b, u) => format!("{} ({b} by broker, {u} undelivered)", r.correctness.lost),
+            {
+                // Lost net of what the broker evicted: those are in the next column.
+                let lost = r.correctness.lost.saturating_sub(r.lost_to_eviction);
+                match (r.broker_lost, r.undelivered) {
+                    (0, 0) => lost.to_string(),
+                    (b, 0) => format!("{lost} ({b} by broker)"),
+                    (0, u) => format!("{lost} ({u} undelivered)"),
+                    (b, u) => format!("{lost} ({b} by broker, {u} undelivered)"),
+                }
             },
+            r.broker_evicted,
             if r.correctness.rewinds > 0 {
                 format!("{} ({} rewound)", r.correctness.reordered, r.correctness.rewinds)
             } else {
@@ -285,7 +414,47 @@ pub fn markdown(
             r.peak_rss_mib,
             opt(r.wal_bytes_per_record, 0),
             opt(r.transactions_per_record, 2),
+            r.cpu
+                .broker_busy
+                .or(r.cpu.broker_utilisation)
+                .map_or_else(|| "-".into(), |u| format!("{:.0} %", u * 100.0)),
+            match r.cpu.bound_by {
+                Bound::None => "none".to_owned(),
+                b => format!("**{b}**"),
+            },
         );
+    }
+    let _ = writeln!(s, "\n### Topic, drain and CPU per run\n");
+    for r in runs {
+        let _ = writeln!(s, "- {}: {}", r.scenario, r.topic.describe());
+        if let Some(d) = r.drain {
+            let _ = writeln!(
+                s,
+                "  - drain ended after {:.1} s: {} (no-progress window {:.0} s, cap {:.0} s)",
+                d.seconds,
+                d.ended_by.describe(),
+                d.no_progress_window_s,
+                d.cap_s
+            );
+        }
+        let _ = writeln!(s, "  - {}", cpu_line(&r.cpu));
+        let evicting: Vec<String> = r
+            .log
+            .iter()
+            .filter(|p| p.evicted > 0)
+            .map(|p| format!("p{} {} ({} gaps)", p.partition, p.evicted, p.gaps))
+            .collect();
+        if !evicting.is_empty() {
+            let _ = writeln!(
+                s,
+                "  - evicted by the broker before the verifier read them: {} in total; {}",
+                r.broker_evicted,
+                evicting.join(", ")
+            );
+        }
+    }
+    for r in runs.iter().filter(|r| r.verdict == Verdict::Inconclusive) {
+        let _ = writeln!(s, "\n**{} {}**", r.scenario, r.verdict_note);
     }
     for r in runs.iter().filter(|r| r.failover.is_some()) {
         let f = r.failover.unwrap_or_default();
@@ -295,7 +464,10 @@ pub fn markdown(
             r.scenario, f.fault_to_acquired_ms, f.fault_to_first_publish_ms, f.gap_ms
         );
     }
-    for r in runs.iter().filter(|r| !r.passed) {
+    for r in runs
+        .iter()
+        .filter(|r| !r.passed && r.verdict != Verdict::Inconclusive)
+    {
         let _ = writeln!(
             s,
             "\n**{} failed**: {} (undelivered, still in the outbox: {}; gone from the outbox but never received: {}; quarantined: {} {:?}; harvester acks: {}; records in the log: {})",
@@ -316,7 +488,9 @@ pub fn markdown(
         s,
         "\nLatency is commit -> consumer receipt on one clock (open loop: from the transaction's intended start, coordinated-omission aware). \
          `x lower ceiling` divides drain throughput by the lower of the DB-only and producer-only ceilings measured in this run. \
-         `lost (n by broker)`: n lost records' rows were deleted, which the harvester does only after the broker acknowledged them, so the broker dropped them (forgiven only where Produce errors are injected into the mock); `undelivered`: rows still in the outbox when the drain timeout ended the run. `reord (n rewound)`: n duplicates of an older record arrived after a newer one of its key (first deliveries stayed in order); allowed only in failover-zombie. \
+         `lost (n by broker)`: n lost records' rows were deleted, which the harvester does only after the broker acknowledged them, and the log never held them: the broker dropped them (forgiven only where Produce errors are injected into the mock); `undelivered`: rows still in the outbox when the drain ended. \
+         `evicted`: records the broker deleted before the verifier read them (the embedded broker keeps 5 MiB per partition; a real one, its retention), not counted in `lost`; a run whose only missing records are evicted ones is *inconclusive*, neither passed nor failed. \
+         `broker busy`: share of the measured part the embedded broker's mock-cluster thread (it serves every request on that one thread) was on a CPU or runnable waiting for one; `bound by`: broker when that thread was at least 90 % busy, else database or harvester by the larger share of the machine's cores it used if at least half, else none (round trips or the offered load). `reord (n rewound)`: n duplicates of an older record arrived after a newer one of its key (first deliveries stayed in order); allowed only in failover-zombie. \
          Delivered rec/s counts first deliveries while writers wrote (written = the writers' commit rate, target = the open-loop rate). \
          WAL and transactions per record include the writers' own."
     );

@@ -69,8 +69,12 @@ fn default_fault_errors() -> Vec<String> {
     vec!["NOT_LEADER_FOR_PARTITION".into()]
 }
 
-fn default_drain_timeout() -> Duration {
-    Duration::from_secs(120)
+fn default_no_progress_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_min_drain_rate() -> f64 {
+    1000.0
 }
 
 /// One scenario.
@@ -115,9 +119,20 @@ pub struct Scenario {
     /// Default `["NOT_LEADER_FOR_PARTITION"]`; empty for RTT only.
     #[serde(default = "default_fault_errors")]
     pub fault_errors: Vec<String>,
-    /// After writing stops, how long to wait for every record. Default 120s.
-    #[serde(default = "default_drain_timeout", with = "humantime_serde")]
-    pub drain_timeout: Duration,
+    /// The drain (after writing stops, or the whole run of a backlog) waits for every record
+    /// as long as records keep arriving, and gives up once none arrived for this long.
+    /// Default 30s. `drain_timeout`, its former name (a fixed wait), is still accepted.
+    #[serde(
+        default = "default_no_progress_timeout",
+        alias = "drain_timeout",
+        with = "humantime_serde"
+    )]
+    pub no_progress_timeout: Duration,
+    /// The lowest drain rate worth waiting for, in records/s: the drain also gives up after
+    /// `no_progress_timeout` + (records outstanding when it starts) / this, however steady
+    /// the trickle. Default 1000.
+    #[serde(default = "default_min_drain_rate")]
+    pub min_drain_rate: f64,
 }
 
 /// Settings every scenario starts from.
@@ -225,6 +240,12 @@ impl Scenario {
         if self.rate_share.is_some_and(|s| !(s > 0.0 && s <= 1.0)) {
             return bad("rate_share must be in (0, 1]");
         }
+        if !(self.min_drain_rate.is_finite() && self.min_drain_rate > 0.0) {
+            return bad("min_drain_rate must be above 0");
+        }
+        if self.no_progress_timeout.is_zero() {
+            return bad("no_progress_timeout must be above 0");
+        }
         Ok(())
     }
 
@@ -245,6 +266,12 @@ impl Scenario {
             b.rows = ((b.rows as f64 * factor) as u64).max(1000);
         }
         self
+    }
+
+    /// How long the drain may take at most when `outstanding` records are still to arrive as
+    /// it starts: the no-progress window plus the time the lowest acceptable rate needs.
+    pub fn drain_cap(&self, outstanding: u64) -> Duration {
+        self.no_progress_timeout + Duration::from_secs_f64(outstanding as f64 / self.min_drain_rate)
     }
 
     /// Harvester `--set` pairs: base, then the scenario's.
@@ -279,6 +306,31 @@ mod tests {
             .map(|n| format!("{:?}", f.scenario[n].kind))
             .collect();
         assert_eq!(in_full, kinds, "the full profile covers every kind");
+    }
+
+    #[test]
+    fn the_drain_waits_on_progress_and_the_old_name_still_parses() {
+        let f = ScenarioFile::parse(
+            "[scenario.a]\nkind = \"drain\"\nbacklog = { rows = 10, keys = 1 }\ndrain_timeout = \"45s\"\n\
+             [scenario.b]\nkind = \"drain\"\nbacklog = { rows = 10, keys = 1 }\nno_progress_timeout = \"5s\"\nmin_drain_rate = 100.0\n",
+            "t",
+        )
+        .unwrap();
+        let (a, b) = (&f.scenario["a"], &f.scenario["b"]);
+        assert_eq!(a.no_progress_timeout, Duration::from_secs(45));
+        assert_eq!(a.drain_cap(1_000_000), Duration::from_secs(45 + 1000));
+        assert_eq!(b.drain_cap(1000), Duration::from_secs(5 + 10));
+        let builtin = ScenarioFile::builtin();
+        assert_eq!(
+            builtin.scenario["drain"].no_progress_timeout,
+            Duration::from_secs(30)
+        );
+        let e = ScenarioFile::parse(
+            "[scenario.c]\nkind = \"drain\"\nbacklog = { rows = 10, keys = 1 }\nmin_drain_rate = 0.0\n",
+            "t",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("min_drain_rate"), "{e}");
     }
 
     #[test]

@@ -1,13 +1,23 @@
 //! One scenario, end to end.
 //!
-//! Order matters for honest numbers: the verifying consumer starts first (it reads from the
-//! beginning anyway), the backlog is written and analysed before any harvester exists, the
-//! harvesters start and one leads before writers begin, faults fire at fixed offsets, and the
-//! run ends only when every committed record arrived or the drain timeout passed, in which case
-//! the missing ones are reported as lost.
+//! Order matters for honest numbers: the topic is sized so the broker can hold the verifier's
+//! lag ([`sizing`]), the verifying consumer starts first (it reads from the beginning anyway),
+//! the backlog is written and analysed before any harvester exists, the harvesters start and
+//! one leads before writers begin, faults fire at fixed offsets, and the drain waits as long as
+//! records keep arriving: it ends when every committed record arrived (or every missing one is
+//! accounted for by the broker's eviction and the outbox is empty), when nothing arrived for the
+//! scenario's no-progress window, or at a cap derived from the backlog and the lowest acceptable
+//! rate. Whatever is missing then is split by cause: still in the outbox (undelivered), deleted
+//! by the broker before the verifier read it (evicted: the run is inconclusive, not failed), or
+//! acknowledged and not in the log (lost by the broker).
+//!
+//! Over the measured part ([`cpu`]) the broker's, the harvesters' and Postgres's CPU say what
+//! bound the run.
 
+pub mod cpu;
 mod faults;
 pub(crate) mod setup;
+pub mod sizing;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,7 +33,7 @@ use crate::analysis::{analyse, failover_gap, longest_pause_after};
 use crate::fleet::Fleet;
 use crate::pg::{self, PrivateCluster};
 use crate::receipts::Receiver;
-use crate::report::{Failover, RunResult};
+use crate::report::{Drain, DrainEnd, Failover, RunResult, Verdict};
 use crate::scenario::{Base, Kind, Scenario};
 use crate::BenchError;
 use faults::Event;
@@ -59,7 +69,8 @@ pub async fn run(
         None => name.to_owned(),
     };
     let started_at = chrono::Utc::now().to_rfc3339();
-    // Ground: the bench's own Postgres for pg-restart, an isolated cluster for broker faults.
+    // Ground: the bench's own Postgres for pg-restart, an isolated cluster for broker faults
+    // and for resized topics.
     let cluster = if scenario.kind == Kind::PgRestart {
         Some(tokio::task::block_in_place(|| {
             PrivateCluster::start(bench.private_pg_port)
@@ -70,46 +81,132 @@ pub async fn run(
     let url = cluster
         .as_ref()
         .map_or(bench.database_url.clone(), PrivateCluster::url);
+    let run_id = testkit::names::unique("run");
+    let topic = sizing::size_topic(scenario, &run_id, bench.broker.embedded().is_some());
+    // The mock never deletes a topic and keeps up to 5 MiB per partition: a topic resized for a
+    // large backlog gets a cluster of its own, dropped (memory and all) when the run ends.
+    let resized = topic.partitions != topic.requested;
     let broker = if scenario.kind == Kind::BrokerFaults {
         bench.broker.isolated(1)?
+    } else if resized {
+        let brokers = bench.broker.embedded().map_or(1, |b| b.brokers.max(1));
+        bench.broker.isolated(brokers)?
     } else {
         bench.broker.clone()
     };
+    if resized {
+        eprintln!(
+            "[{label}] topic: {} (on a mock cluster of its own)",
+            topic.describe()
+        );
+    }
     let writers_n = scenario.writers.as_ref().map_or(1, |w| w.writers as u32);
-    let ground = Ground::new(&url, &broker, scenario.partitions, writers_n + 4).await?;
-    let outcome = run_on(
-        bench,
-        &label,
+    let ground = Ground::new(&url, &broker, topic.partitions, writers_n + 4).await?;
+    let case = Case {
+        label: &label,
         scenario,
         keys,
-        &ground,
-        &broker,
-        cluster.as_ref(),
-    )
-    .await;
+        run_id: &run_id,
+        topic,
+    };
+    let outcome = run_on(bench, case, &ground, &broker, cluster.as_ref()).await;
     ground.drop_schema().await;
     let mut result = outcome?;
     result.started_at = started_at;
+    if result.verdict != Verdict::Passed {
+        eprintln!("[{label}] {}", result.verdict_note);
+    }
     Ok(result)
+}
+
+/// One run of a scenario: what it is called, its run id (the `x-run` header) and its topic.
+#[derive(Debug)]
+struct Case<'a> {
+    label: &'a str,
+    scenario: &'a Scenario,
+    /// The `keys_sweep` variant.
+    keys: Option<u32>,
+    run_id: &'a str,
+    topic: sizing::TopicSizing,
+}
+
+/// Whether the outbox has no rows left (the harvester deleted every one it published).
+async fn outbox_empty(ground: &Ground) -> Result<bool, BenchError> {
+    sqlx::query_scalar(&format!(
+        "SELECT NOT EXISTS (SELECT 1 FROM {})",
+        ground.table.quoted()
+    ))
+    .fetch_one(&ground.pool)
+    .await
+    .map_err(BenchError::db("check whether the outbox is empty"))
+}
+
+/// Waits for the `committed` records while they keep arriving; says what ended the wait.
+async fn drain(
+    receiver: &Receiver,
+    ground: &Ground,
+    scenario: &Scenario,
+    committed: u64,
+    bar: &ProgressBar,
+) -> Result<Drain, BenchError> {
+    let start = Instant::now();
+    let cap = scenario.drain_cap(committed.saturating_sub(receiver.unique()));
+    let (mut position, mut progressed) = (receiver.position(), start);
+    let mut outbox_checked: Option<Instant> = None;
+    let ended_by = loop {
+        let unique = receiver.unique();
+        bar.set_position(unique);
+        if unique >= committed {
+            break DrainEnd::Complete;
+        }
+        let now = Instant::now();
+        // Every missing record was skipped as deleted by the broker: if the outbox is empty too,
+        // nothing more will come (checked at most once a second).
+        if unique + receiver.evicted() >= committed
+            && outbox_checked.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1))
+        {
+            outbox_checked = Some(now);
+            if outbox_empty(ground).await? {
+                break DrainEnd::Accounted;
+            }
+        }
+        let p = receiver.position();
+        if p > position {
+            (position, progressed) = (p, now);
+        }
+        if now.duration_since(progressed) >= scenario.no_progress_timeout {
+            break DrainEnd::NoProgress;
+        }
+        if now.duration_since(start) >= cap {
+            break DrainEnd::Cap;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    Ok(Drain {
+        ended_by,
+        seconds: start.elapsed().as_secs_f64(),
+        no_progress_window_s: scenario.no_progress_timeout.as_secs_f64(),
+        cap_s: cap.as_secs_f64(),
+    })
 }
 
 #[allow(clippy::too_many_lines)]
 async fn run_on(
     bench: &Bench,
-    label: &str,
-    scenario: &Scenario,
-    keys: Option<u32>,
+    case: Case<'_>,
     ground: &Ground,
     broker: &Broker,
     cluster: Option<&PrivateCluster>,
 ) -> Result<RunResult, BenchError> {
-    let run_id = testkit::names::unique("run");
-    let receiver = Receiver::start(
-        broker.bootstrap(),
-        &ground.topic,
-        scenario.partitions,
-        &run_id,
-    )?;
+    let Case {
+        label,
+        scenario,
+        keys,
+        run_id,
+        topic,
+    } = case;
+    let partitions = topic.partitions;
+    let receiver = Receiver::start(broker.bootstrap(), &ground.topic, partitions, run_id)?;
     let ledger = Arc::new(Ledger::new());
     if let Some(b) = scenario.backlog {
         let backlog = Backlog {
@@ -122,7 +219,7 @@ async fn run_on(
             &ground.pool,
             &ground.table,
             &ground.topic,
-            &run_id,
+            run_id,
             backlog,
             &ledger,
         )
@@ -159,7 +256,7 @@ async fn run_on(
                 ground.pool.clone(),
                 &ground.table,
                 &ground.topic,
-                &run_id,
+                run_id,
                 Arc::clone(&ledger),
             )?))
         }
@@ -183,6 +280,9 @@ async fn run_on(
         )
     })?;
     tokio::task::block_in_place(|| fleet.wait_leader(Duration::from_secs(60)))?;
+    // The measured part: from a leader on to the end of the drain.
+    let harvester_cpu_before = fleet.totals().cpu_seconds;
+    let meter = cpu::CpuMeter::start(broker.pid(), cpu::is_local(&ground.url));
     let mut events: Vec<Event> = vec![("leader".into(), fleet.first_acquired().unwrap_or(t0))];
     let mut faulted: Option<(usize, Instant)> = None;
     let mut disturbed: Option<Instant> = None;
@@ -253,12 +353,9 @@ async fn run_on(
         ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} received ({per_sec})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let deadline = Instant::now() + scenario.drain_timeout;
-    while receiver.unique() < committed && Instant::now() < deadline {
-        bar.set_position(receiver.unique());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let drained = drain(&receiver, ground, scenario, committed, &bar).await?;
     bar.finish_and_clear();
+    let cpu = meter.finish((fleet.totals().cpu_seconds - harvester_cpu_before).max(0.0));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let pg_after = pg::snapshot(&ground.pool).await?;
     if let Some(conn) = pinner {
@@ -278,21 +375,25 @@ async fn run_on(
         .map(crate::fleet::Member::last_published)
         .sum();
     let log_records = tokio::task::block_in_place(|| {
-        crate::receipts::log_records(broker.bootstrap(), &ground.topic, scenario.partitions)
+        crate::receipts::log_records(broker.bootstrap(), &ground.topic, partitions)
     })?;
-    let (receipts, _foreign) = receiver.finish()?;
+    let collected = tokio::task::block_in_place(|| receiver.finish())?;
+    let receipts = &collected.receipts;
 
     let committed_records = ledger.take();
     let latency_since = scenario.writers.as_ref().map(|_| t0);
     let a = analyse(
         &ground.topic,
         &committed_records,
-        &receipts,
+        receipts,
         t0,
         latency_since,
     );
     let (wal, txs) = pg::between(&ground.pool, &pg_before, &pg_after).await?;
     let (left_in_outbox, quarantined, quarantine_reasons) = ground.leftovers().await?;
+    let outbox_after = pg::table_vacuum(&ground.pool, &ground.table.quoted())
+        .await
+        .ok();
     let delivered = a.correctness.delivered.max(1) as f64;
 
     let drain = scenario.backlog.and_then(|b| {
@@ -320,7 +421,7 @@ async fn run_on(
             .filter(|(i, at)| *i != old && *at > fault)
             .map(|(_, at)| *at)
             .min()?;
-        let (before, after) = failover_gap(&receipts, new)?;
+        let (before, after) = failover_gap(receipts, new)?;
         events.push(("new leader".into(), new));
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         Some(Failover {
@@ -330,21 +431,20 @@ async fn run_on(
         })
     });
     // Split the loss: rows still in the outbox were not delivered in time; rows gone (the
-    // harvester deletes only acknowledged rows) were acknowledged by the broker and not kept.
+    // harvester deletes only acknowledged rows) were acknowledged by the broker, and either
+    // deleted by it before the verifier read them (evicted) or never kept.
     let remaining = ground.remaining().await?;
     let received: std::collections::HashSet<(u32, u64)> =
         receipts.iter().map(|r| (r.key, r.seq)).collect();
-    let (mut undelivered, mut gone) = (0u64, 0u64);
-    for c in &committed_records {
-        if !received.contains(&(c.key, c.seq)) {
-            if remaining.contains(&(c.key, c.seq)) {
-                undelivered += 1;
-            } else {
-                gone += 1;
-            }
-        }
-    }
-    let broker_lost = gone.saturating_sub(u64::try_from(quarantined).unwrap_or(0));
+    let loss = split_loss(
+        &committed_records,
+        &received,
+        &remaining,
+        &collected,
+        partitions,
+        u64::try_from(quarantined).unwrap_or(0),
+    );
+    let (undelivered, broker_lost) = (loss.undelivered, loss.broker_lost);
     let c = a.correctness;
     let forgiven = if scenario.kind == Kind::BrokerFaults && !scenario.fault_errors.is_empty() {
         broker_lost
@@ -355,11 +455,21 @@ async fn run_on(
     // before the stall (only broker-side fencing, transactional producer epochs, closes that):
     // there, rewinds are counted and reported, not failed. Everywhere else they fail the run.
     let rewinds_allowed = scenario.kind == Kind::FailoverZombie;
-    let passed = c.reordered == 0
+    let clean = c.reordered == 0
         && (c.rewinds == 0 || rewinds_allowed)
         && c.unexpected == 0
-        && c.delivered + c.lost == c.expected
-        && c.lost <= forgiven;
+        && c.delivered + c.lost == c.expected;
+    let evicted = collected.evicted();
+    let (verdict, verdict_note) = verdict(
+        clean,
+        c.lost,
+        forgiven,
+        &loss,
+        evicted,
+        &topic,
+        broker.embedded().is_some(),
+        &drained,
+    );
     Ok(RunResult {
         scenario: label.to_owned(),
         kind: Some(scenario.kind),
@@ -368,7 +478,9 @@ async fn run_on(
         committed,
         rolled_back,
         correctness: a.correctness,
-        passed,
+        passed: verdict == Verdict::Passed,
+        verdict,
+        verdict_note,
         problems: a.problems,
         left_in_outbox,
         quarantined,
@@ -377,6 +489,13 @@ async fn run_on(
         log_records,
         undelivered,
         broker_lost,
+        broker_evicted: evicted,
+        lost_to_eviction: loss.evicted,
+        log: collected.partitions.clone(),
+        topic,
+        drain: Some(drained),
+        cpu,
+        outbox_after,
         latency_ms: a.latency,
         latency_from_commit_ms: a.latency_from_commit,
         drain_records_per_s: drain,
@@ -385,7 +504,7 @@ async fn run_on(
         target_records_per_s: target,
         failover,
         stall_ms: disturbed
-            .and_then(|at| longest_pause_after(&receipts, at))
+            .and_then(|at| longest_pause_after(receipts, at))
             .map(|d| d.as_secs_f64() * 1000.0),
         harvester_cpu_seconds: procs.cpu_seconds,
         cpu_seconds_per_million: Some(procs.cpu_seconds / delivered * 1e6),
@@ -399,4 +518,245 @@ async fn run_on(
             .map(|(l, at)| (l, at.saturating_duration_since(t0).as_secs_f64()))
             .collect(),
     })
+}
+
+/// Missing records by cause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Loss {
+    /// Still in the outbox: the harvester never got them acknowledged.
+    undelivered: u64,
+    /// Gone from the outbox and explained by records the broker deleted unread.
+    evicted: u64,
+    /// Gone from the outbox, not quarantined and not explained by eviction: the broker
+    /// acknowledged them without keeping them.
+    broker_lost: u64,
+}
+
+/// Splits the missing records. Eviction explains a missing record only within its own
+/// partition (the one its key was read from, else the default partitioner's), and only as many
+/// as that partition's evicted offsets: an evicted offset's record is unknown, and it may have
+/// been a duplicate, so this counts, it does not identify.
+fn split_loss(
+    committed: &[workloads::Committed],
+    received: &std::collections::HashSet<(u32, u64)>,
+    remaining: &std::collections::HashSet<(u32, u64)>,
+    collected: &crate::receipts::Collected,
+    partitions: i32,
+    quarantined: u64,
+) -> Loss {
+    let slots = usize::try_from(partitions.max(1)).unwrap_or(1);
+    let mut gone = vec![0u64; slots];
+    let mut undelivered = 0;
+    for c in committed {
+        if received.contains(&(c.key, c.seq)) {
+            continue;
+        }
+        if remaining.contains(&(c.key, c.seq)) {
+            undelivered += 1;
+            continue;
+        }
+        let p = collected
+            .key_partitions
+            .get(&c.key)
+            .copied()
+            .unwrap_or_else(|| {
+                testkit::broker::limits::default_partition(
+                    workloads::key_name(c.key).as_bytes(),
+                    partitions,
+                )
+            });
+        gone[usize::try_from(p).unwrap_or(0).min(slots - 1)] += 1;
+    }
+    let evicted: u64 = gone
+        .iter()
+        .enumerate()
+        .map(|(p, g)| {
+            let e = collected.partitions.get(p).map_or(0, |l| l.evicted);
+            (*g).min(e)
+        })
+        .sum();
+    let unexplained = gone.iter().sum::<u64>() - evicted;
+    Loss {
+        undelivered,
+        evicted,
+        broker_lost: unexplained.saturating_sub(quarantined),
+    }
+}
+
+/// Passed, failed, or inconclusive: a run whose only fault is records the broker deleted
+/// before the verifier read them proves nothing either way about the harvester.
+#[allow(clippy::too_many_arguments)]
+fn verdict(
+    clean: bool,
+    lost: u64,
+    forgiven: u64,
+    loss: &Loss,
+    evicted: u64,
+    topic: &sizing::TopicSizing,
+    embedded: bool,
+    drained: &Drain,
+) -> (Verdict, String) {
+    if clean && lost <= forgiven {
+        let note = if evicted > 0 {
+            format!("passed; the broker deleted {evicted} records before the verifier read them, all of them delivered otherwise (duplicates)")
+        } else {
+            "passed".into()
+        };
+        return (Verdict::Passed, note);
+    }
+    if clean && loss.evicted > 0 && lost - loss.evicted <= forgiven {
+        let (who, fix) = if embedded {
+            (
+                "the embedded broker",
+                format!(
+                    "give the scenario more partitions (this topic had {}; {}) or run against a real cluster with `--brokers`",
+                    topic.partitions,
+                    topic
+                        .lag_tolerance
+                        .map(|t| format!("the broker held {t} records of verifier lag"))
+                        .unwrap_or_default()
+                ),
+            )
+        } else {
+            (
+                "the cluster",
+                "raise the topic's retention (retention.bytes, retention.ms) or let the verifier keep up".to_owned(),
+            )
+        };
+        return (
+            Verdict::Inconclusive,
+            format!(
+                "inconclusive: {who} evicted {evicted} records before the verifier read them, which explains all {} missing; {fix}",
+                loss.evicted
+            ),
+        );
+    }
+    let mut why = Vec::new();
+    if loss.undelivered > 0 {
+        why.push(format!(
+            "{} still in the outbox when the drain ended ({})",
+            loss.undelivered,
+            drained.ended_by.describe()
+        ));
+    }
+    if loss.broker_lost > 0 {
+        why.push(format!(
+            "{} acknowledged but not in the log",
+            loss.broker_lost
+        ));
+    }
+    if loss.evicted > 0 {
+        why.push(format!("{} evicted by the broker unread", loss.evicted));
+    }
+    if !clean {
+        why.push("reordered, rewound or unexpected records".into());
+    }
+    (Verdict::Failed, format!("failed: {}", why.join("; ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipts::{Collected, PartitionLog};
+    use std::collections::HashSet;
+
+    fn committed(n: u64) -> Vec<workloads::Committed> {
+        let now = Instant::now();
+        (0..n)
+            .map(|i| workloads::Committed {
+                key: (i % 2) as u32,
+                seq: i / 2,
+                committed: now,
+                intended: None,
+            })
+            .collect()
+    }
+
+    fn collected(evicted: [u64; 2]) -> Collected {
+        let mut c = Collected::default();
+        c.key_partitions.insert(0, 0);
+        c.key_partitions.insert(1, 1);
+        c.partitions = (0..2)
+            .map(|p| PartitionLog {
+                partition: p,
+                evicted: evicted[p as usize],
+                ..PartitionLog::default()
+            })
+            .collect();
+        c
+    }
+
+    #[test]
+    fn eviction_explains_missing_records_only_in_its_partition() {
+        let all = committed(20);
+        // Key 0 (partition 0) lost seqs 0..3, key 1 (partition 1) lost seq 0.
+        let received: HashSet<(u32, u64)> = all
+            .iter()
+            .map(|c| (c.key, c.seq))
+            .filter(|(k, s)| !((*k == 0 && *s < 3) || (*k == 1 && *s == 0)))
+            .collect();
+        let none = HashSet::new();
+        // Partition 0 evicted 3, partition 1 none: key 1's missing record is a real loss.
+        let l = split_loss(&all, &received, &none, &collected([3, 0]), 2, 0);
+        assert_eq!(
+            l,
+            Loss {
+                undelivered: 0,
+                evicted: 3,
+                broker_lost: 1
+            }
+        );
+        // Eviction elsewhere does not explain it.
+        let l = split_loss(&all, &received, &none, &collected([10, 0]), 2, 0);
+        assert_eq!((l.evicted, l.broker_lost), (3, 1));
+        // Rows still in the outbox are undelivered whatever was evicted.
+        let remaining: HashSet<(u32, u64)> = [(1, 0)].into();
+        let l = split_loss(&all, &received, &remaining, &collected([3, 5]), 2, 0);
+        assert_eq!(
+            l,
+            Loss {
+                undelivered: 1,
+                evicted: 3,
+                broker_lost: 0
+            }
+        );
+    }
+
+    #[test]
+    fn only_a_loss_wholly_explained_by_eviction_is_inconclusive() {
+        let topic = sizing::TopicSizing {
+            partitions: 8,
+            ..Default::default()
+        };
+        let d = Drain::default();
+        let evicted = Loss {
+            evicted: 5,
+            ..Loss::default()
+        };
+        let (v, note) = verdict(true, 5, 0, &evicted, 7, &topic, true, &d);
+        assert_eq!(v, Verdict::Inconclusive);
+        assert!(
+            note.contains("evicted 7") && note.contains("--brokers"),
+            "{note}"
+        );
+        // One more missing, not explained: failed.
+        let mixed = Loss {
+            broker_lost: 1,
+            ..evicted
+        };
+        assert_eq!(
+            verdict(true, 6, 0, &mixed, 7, &topic, true, &d).0,
+            Verdict::Failed
+        );
+        // Reordered as well: failed.
+        assert_eq!(
+            verdict(false, 5, 0, &evicted, 7, &topic, true, &d).0,
+            Verdict::Failed
+        );
+        // Nothing missing, some evicted (duplicates): passed.
+        assert_eq!(
+            verdict(true, 0, 0, &Loss::default(), 3, &topic, true, &d).0,
+            Verdict::Passed
+        );
+    }
 }

@@ -5,6 +5,7 @@
 //! its state file, which also gives the control port used for topic creation and fault injection.
 
 pub mod host;
+pub mod limits;
 pub mod protocol;
 
 use std::io::{BufRead, BufReader, Write};
@@ -150,6 +151,12 @@ impl Broker {
     /// Details of the embedded broker, `None` for an external cluster.
     pub fn embedded(&self) -> Option<&BrokerInfo> {
         self.embedded.as_ref()
+    }
+
+    /// The process hosting the embedded broker (every one of its clusters), for measuring its
+    /// CPU; `None` for an external cluster.
+    pub fn pid(&self) -> Option<u32> {
+        self.embedded.as_ref().map(|info| info.pid)
     }
 
     /// Whether faults can be injected (embedded broker only).

@@ -1,0 +1,241 @@
+//! How many partitions a scenario's topic gets, so that the embedded broker's log limit cannot
+//! delete records the verifier has not read yet.
+//!
+//! librdkafka's mock keeps at most 5 MiB (and 100k message sets) per partition and silently
+//! deletes the oldest beyond that ([`testkit::broker::limits`]). A drain publishes as fast as
+//! the harvester can while the verifier shares the broker's one thread, so the verifier can fall
+//! far behind; 1M rows over 8 partitions lost ~100k records that way, indistinguishable from a
+//! real loss. A backlog scenario on the embedded broker therefore gets enough partitions for
+//! the broker to hold `max(200k, 25 % of the backlog)` records of verifier lag, but never more
+//! than the backlog itself (the verifier cannot lag by more records than exist, and a log that
+//! holds the whole backlog never deletes any of it), from the backlog's record size on the
+//! wire, clamped to `[scenario.partitions, 256]`. More partitions are not free (smaller batches,
+//! more per-partition work in the mock), so this asks for no more than that.
+//!
+//! Two conservative assumptions: every batch holds one record (the harvester keeps one record
+//! per key in flight, so a batch can be that small; larger batches only amortise the 61-byte
+//! header), and lag spreads over partitions as the keys do under librdkafka's default
+//! partitioner (`crc32(key) % partitions`), so the fullest partition decides. A real cluster is
+//! never resized: its retention applies, and is the operator's to set.
+
+use serde::{Deserialize, Serialize};
+use testkit::broker::limits::{default_partition, mock_partition_capacity, RecordShape};
+use workloads::key_name;
+
+use crate::scenario::{Kind, Scenario};
+
+/// Lag the embedded broker must hold for a backlog: at least this many records...
+pub const MIN_LAG_TOLERANCE: u64 = 200_000;
+/// ...or this share of the backlog, whichever is more.
+pub const BACKLOG_SHARE: f64 = 0.25;
+/// The most partitions a backlog scenario's topic gets.
+pub const MAX_PARTITIONS: i32 = 256;
+
+/// The topic a run used and how much verifier lag its broker could hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TopicSizing {
+    /// Partitions the topic was created with.
+    pub partitions: i32,
+    /// Partitions the scenario asked for.
+    pub requested: i32,
+    /// One record on the wire (Kafka record format v2, uncompressed, without its batch).
+    pub record_bytes: u64,
+    /// Records one partition keeps before the broker deletes the oldest (embedded broker).
+    pub partition_records: Option<u64>,
+    /// Which limit applies ("5 MiB of message sets per partition", or the cluster's retention).
+    pub limit: String,
+    /// Records the verifier may lag behind before the broker deletes unread ones (embedded).
+    pub lag_tolerance: Option<u64>,
+    /// The lag tolerance sizing aimed at (backlog scenarios on the embedded broker).
+    pub target: Option<u64>,
+}
+
+impl TopicSizing {
+    /// One line for the report.
+    pub fn describe(&self) -> String {
+        let parts = if self.partitions == self.requested {
+            format!("{} partitions", self.partitions)
+        } else {
+            format!(
+                "{} partitions (scenario: {})",
+                self.partitions, self.requested
+            )
+        };
+        match (self.partition_records, self.lag_tolerance) {
+            (Some(per), Some(tolerance)) => format!(
+                "{parts}; embedded broker keeps {} ({per} records of {} B); verifier lag tolerance {tolerance} records{}",
+                self.limit,
+                self.record_bytes,
+                self.target
+                    .map(|t| format!(" (sized for {t})"))
+                    .unwrap_or_default()
+            ),
+            _ => format!("{parts}; {}", self.limit),
+        }
+    }
+}
+
+/// What a scenario's records look like: (keys, the longest key, value bytes, records, the
+/// largest per-key sequence).
+fn shape(scenario: &Scenario, run_id: &str) -> (u32, RecordShape, u64) {
+    let (keys, value, rows, max_seq) = match (scenario.backlog, &scenario.writers) {
+        (Some(b), _) => (
+            b.keys.max(1),
+            b.value_bytes,
+            b.rows,
+            b.rows / u64::from(b.keys.max(1)),
+        ),
+        (None, Some(w)) => {
+            let value = match w.payload {
+                workloads::PayloadDist::Fixed { bytes } => bytes,
+                workloads::PayloadDist::Uniform { max, .. } => max,
+            };
+            // Writers' sequences stay far below a million per key in any scenario we run.
+            (w.keys.keys().max(1), value, 0, 999_999)
+        }
+        (None, None) => (1, 0, 0, 0),
+    };
+    let record = RecordShape {
+        key: Some(key_name(keys - 1).len()),
+        value: Some(value),
+        headers: vec![
+            (testkit::envelope::RUN_HEADER.len(), run_id.len()),
+            (
+                testkit::envelope::SEQ_HEADER.len(),
+                max_seq.to_string().len(),
+            ),
+        ],
+    };
+    (keys, record, rows)
+}
+
+/// The most keys any one partition gets out of `keys` under the default partitioner.
+fn fullest_partition(keys: u32, partitions: i32) -> u64 {
+    let mut counts = vec![0u64; usize::try_from(partitions.max(1)).unwrap_or(1)];
+    for k in 0..keys {
+        let p = default_partition(key_name(k).as_bytes(), partitions);
+        counts[usize::try_from(p).unwrap_or(0)] += 1;
+    }
+    counts.into_iter().max().unwrap_or(0).max(1)
+}
+
+/// Lag the embedded broker holds over `partitions` before deleting unread records: the
+/// fullest partition fills first, at its share of the keys.
+fn tolerance(partition_records: u64, keys: u32, partitions: i32) -> u64 {
+    partition_records * u64::from(keys) / fullest_partition(keys, partitions)
+}
+
+/// Sizes the topic of `scenario` for the embedded broker (`embedded`), or keeps the scenario's
+/// partitions on a real cluster.
+pub fn size_topic(scenario: &Scenario, run_id: &str, embedded: bool) -> TopicSizing {
+    let requested = scenario.partitions.max(1);
+    let (keys, record, rows) = shape(scenario, run_id);
+    let record_bytes = record.wire_bytes();
+    if !embedded {
+        return TopicSizing {
+            partitions: requested,
+            requested,
+            record_bytes,
+            partition_records: None,
+            limit:
+                "a real cluster: its retention (retention.bytes, retention.ms) applies, not resized"
+                    .into(),
+            lag_tolerance: None,
+            target: None,
+        };
+    }
+    let capacity = mock_partition_capacity(record_bytes, 1);
+    let backlog = matches!(scenario.kind, Kind::Drain | Kind::PgRestart) && rows > 0;
+    let target = backlog.then(|| {
+        MIN_LAG_TOLERANCE
+            .max((rows as f64 * BACKLOG_SHARE).ceil() as u64)
+            .min(rows)
+    });
+    let partitions = match target {
+        Some(t) => (requested..=MAX_PARTITIONS.max(requested))
+            .find(|n| tolerance(capacity.records, keys, *n) >= t)
+            .unwrap_or(MAX_PARTITIONS.max(requested)),
+        None => requested,
+    };
+    TopicSizing {
+        partitions,
+        requested,
+        record_bytes,
+        partition_records: Some(capacity.records),
+        limit: capacity.limit.to_string(),
+        lag_tolerance: Some(tolerance(capacity.records, keys, partitions)),
+        target,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::ScenarioFile;
+
+    fn drain(rows: u64, keys: u32, partitions: i32) -> Scenario {
+        let mut s = ScenarioFile::builtin().scenario["drain"].clone();
+        let b = s.backlog.as_mut().unwrap();
+        b.rows = rows;
+        b.keys = keys;
+        s.partitions = partitions;
+        s
+    }
+
+    const RUN: &str = "run-12345-0-0badcafe";
+
+    #[test]
+    fn a_backlog_gets_partitions_for_its_lag_and_no_more() {
+        // 1M rows of 200 bytes: ~250 B records, ~16.9k per partition, 250k of lag wanted.
+        let s = size_topic(&drain(1_000_000, 1000, 8), RUN, true);
+        assert_eq!(s.target, Some(250_000));
+        assert!(s.lag_tolerance.unwrap() >= 250_000, "{s:?}");
+        assert!(s.partitions > 8 && s.partitions < 32, "{s:?}");
+        assert!(s.record_bytes > 240 && s.record_bytes < 260, "{s:?}");
+        // The smallest that fits: one fewer would not hold the target.
+        let fewer = tolerance(s.partition_records.unwrap(), 1000, s.partitions - 1);
+        assert!(fewer < 250_000, "{fewer}");
+        // 400k rows: the 200k floor applies.
+        let mid = size_topic(&drain(400_000, 1000, 8), RUN, true);
+        assert_eq!(mid.target, Some(200_000));
+        assert!(
+            mid.partitions > 8 && mid.partitions <= s.partitions,
+            "{mid:?}"
+        );
+        assert!(mid.lag_tolerance.unwrap() >= 200_000);
+        // 100k rows: the whole backlog fits in the scenario's 8 partitions, nothing to do.
+        let small = size_topic(&drain(100_000, 1000, 8), RUN, true);
+        assert_eq!(small.target, Some(100_000));
+        assert_eq!(small.partitions, 8, "{small:?}");
+        assert!(small.lag_tolerance.unwrap() >= 100_000);
+    }
+
+    #[test]
+    fn sizing_is_clamped_and_skips_real_clusters_and_steady_runs() {
+        // Already more partitions than needed: kept.
+        assert_eq!(size_topic(&drain(1000, 1000, 64), RUN, true).partitions, 64);
+        assert_eq!(size_topic(&drain(1000, 1000, 1), RUN, true).partitions, 1);
+        // 10 keys cannot spread over more than 10 partitions: capped at 256, tolerance short.
+        let hot = size_topic(&drain(10_000_000, 10, 8), RUN, true);
+        assert_eq!(hot.partitions, MAX_PARTITIONS);
+        assert!(hot.lag_tolerance.unwrap() < hot.target.unwrap());
+        // A real cluster keeps the scenario's partitions and says its retention applies.
+        let real = size_topic(&drain(1_000_000, 1000, 8), RUN, false);
+        assert_eq!((real.partitions, real.lag_tolerance), (8, None));
+        assert!(real.limit.contains("retention"));
+        // Steady scenarios are not resized but still report their tolerance.
+        let steady = ScenarioFile::builtin().scenario["steady"].clone();
+        let s = size_topic(&steady, RUN, true);
+        assert_eq!((s.partitions, s.target), (steady.partitions, None));
+        assert!(s.lag_tolerance.unwrap() > 0);
+    }
+
+    #[test]
+    fn skew_counts_the_fullest_partition() {
+        // One key: everything in one partition whatever the count.
+        assert_eq!(tolerance(1000, 1, 8), 1000);
+        // Keys never spread perfectly: the fullest partition holds at least the mean.
+        let t = tolerance(1000, 1000, 8);
+        assert!(t <= 8000 && t > 6000, "{t}");
+    }
+}
