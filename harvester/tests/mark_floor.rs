@@ -9,8 +9,13 @@ use testkit::pg::TestDb;
 use uuid::Uuid;
 
 async fn store(db: &TestDb) -> PgStore {
+    store_with(db, true).await
+}
+
+async fn store_with(db: &TestDb, mark_floor: bool) -> PgStore {
     let outbox = OutboxConfig {
         table: TableName::parse(&format!("{}.outbox", db.schema)).unwrap(),
+        mark_floor,
         ..OutboxConfig::default()
     };
     let store = PgStore::on(db.pool.clone(), &outbox);
@@ -137,5 +142,67 @@ async fn reset_rows_and_rows_another_leader_took_are_marked_again() {
     assert_eq!(store.purge(&marked[..3], &[leader]).await.unwrap(), 2);
     assert_eq!(store.mark_floor(), 0);
     assert_eq!(ids(&store.mark(leader, 10).await.unwrap()), vec![marked[1]]);
+    db.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_id_drawn_by_nextval_before_its_insert_is_still_marked() {
+    // An application that takes the id first (`SELECT nextval(...)`, then INSERT with it) in
+    // one transaction holds the sequence's lock from the nextval on.
+    let db = TestDb::new("floor_nextval").await.unwrap();
+    let store = store(&db).await;
+    let leader = Uuid::new_v4();
+    write(&store, 3, "warm").await;
+    drain(&store, leader, 10).await;
+    let mut app = PgConnection::connect(db.url()).await.unwrap();
+    let mut tx = app.begin().await.unwrap();
+    let id: i64 = sqlx::query_scalar("SELECT nextval(pg_get_serial_sequence($1, 'id'))")
+        .bind(db.qualified("outbox"))
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    let after = write(&store, 30, "k").await;
+    assert_eq!(drain(&store, leader, 10).await, after);
+    sqlx::query(&format!(
+        "INSERT INTO {} (id, topic, kafka_key, kafka_value) VALUES ($1, 't', 'late', 'v')",
+        db.qualified("outbox")
+    ))
+    .bind(id)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(ids(&store.mark(leader, 10).await.unwrap()), vec![id]);
+    db.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn with_the_floor_off_every_mark_scans_from_the_head() {
+    let db = TestDb::new("floor_off").await.unwrap();
+    let store = store_with(&db, false).await;
+    let leader = Uuid::new_v4();
+    let written = write(&store, 300, "k").await;
+    assert_eq!(drain(&store, leader, 100).await, written);
+    assert_eq!(store.mark_floor(), 0);
+    db.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_sequence_set_back_sends_the_next_mark_to_the_head() {
+    let db = TestDb::new("floor_setval").await.unwrap();
+    let store = store(&db).await;
+    let leader = Uuid::new_v4();
+    let written = write(&store, 100, "k").await;
+    assert_eq!(drain(&store, leader, 10).await, written);
+    assert!(store.mark_floor() > 50);
+    // Someone restarts the sequence: new rows get low ids again.
+    sqlx::query("SELECT setval(pg_get_serial_sequence($1, 'id'), 1, false)")
+        .bind(db.qualified("outbox"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let again = write(&store, 5, "k").await;
+    assert!(again[0] < 50);
+    assert_eq!(ids(&store.mark(leader, 10).await.unwrap()), again);
     db.close().await.unwrap();
 }

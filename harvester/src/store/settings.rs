@@ -74,6 +74,13 @@ pub struct OutboxConfig {
     /// Rows without a key are quarantined (per-key ordering needs a key). Default true; when
     /// false, rows without a key are published without one, ordered among themselves.
     pub require_key: bool,
+    /// Marks start at a floor below which no row can qualify, instead of at the head of the
+    /// table, so a drain's cost does not grow with the rows it has already purged. Default
+    /// true. It needs every id drawn from the table's own sequence (increment 1, no per-session
+    /// cache) inside the transaction that inserts it, as a `BIGSERIAL` default does; set it to
+    /// false when rows arrive with ids taken elsewhere (explicit ids, ids fetched in an earlier
+    /// transaction), and every mark scans from the head.
+    pub mark_floor: bool,
 }
 
 impl Default for OutboxConfig {
@@ -86,6 +93,7 @@ impl Default for OutboxConfig {
             shape: Shape::Native,
             quarantine_table: None,
             require_key: true,
+            mark_floor: true,
         }
     }
 }

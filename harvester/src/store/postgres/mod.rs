@@ -19,7 +19,7 @@ mod statements;
 
 use futures::future::BoxFuture;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Executor, PgPool};
+use sqlx::{Executor, PgPool, Row};
 use uuid::Uuid;
 
 pub use migrate::migrate;
@@ -73,6 +73,10 @@ pub struct PgStore {
     cursor: std::sync::Arc<parking_lot::Mutex<cursor::MarkCursor>>,
     /// The id sequence to probe: unknown until the first mark, then found or not.
     sequence: std::sync::Arc<tokio::sync::OnceCell<Option<String>>>,
+    /// `outbox.mark_floor`.
+    mark_floor: bool,
+    /// Serialises marks.
+    marking: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl PgStore {
@@ -112,6 +116,8 @@ impl PgStore {
             require_key: outbox.require_key,
             cursor: std::sync::Arc::default(),
             sequence: std::sync::Arc::default(),
+            mark_floor: outbox.mark_floor,
+            marking: std::sync::Arc::default(),
         }
     }
 
@@ -141,30 +147,27 @@ impl PgStore {
     /// The id sequence the floor can be computed from, looked up once: None when the table has
     /// none of its own or it caches values per session (every mark then scans from the head).
     async fn sequence(&self) -> Option<&str> {
+        if !self.mark_floor {
+            return None;
+        }
         self.sequence
             .get_or_init(|| async {
-                let found = sqlx::query_as::<_, (String, i64)>(&self.statements.sequence)
+                let found = sqlx::query_as::<_, (String, i64, i64, bool)>(&self.statements.sequence)
                     .bind(self.table.quoted())
                     .fetch_optional(&self.pool)
                     .await;
-                match found {
-                    Ok(Some((name, 1))) => Some(name),
-                    Ok(Some((name, cache))) => {
-                        tracing::warn!(table = %self.table, sequence = %name, cache,
-                            "the id sequence caches values per session: every mark scans the outbox from its head");
-                        None
-                    }
-                    Ok(None) => {
-                        tracing::warn!(table = %self.table,
-                            "no sequence of its own behind the outbox's id: every mark scans the outbox from its head");
-                        None
-                    }
-                    Err(e) => {
-                        tracing::warn!(table = %self.table, error = %e,
-                            "could not look up the outbox's id sequence: every mark scans from the head");
-                        None
-                    }
-                }
+                let why = match found {
+                    Ok(Some((name, 1, 1, false))) => return Some(name),
+                    Ok(Some((name, increment, cache, cycle))) => format!(
+                        "its id sequence {name} has increment {increment}, cache {cache}{}, not one value at a time",
+                        if cycle { ", cycle" } else { "" }
+                    ),
+                    Ok(None) => "its id has no sequence of its own".to_owned(),
+                    Err(e) => format!("its id sequence could not be looked up ({e})"),
+                };
+                tracing::warn!(table = %self.table,
+                    "{why}: every mark scans the outbox from its head (see outbox.mark_floor)");
+                None
             })
             .await
             .as_deref()
@@ -173,28 +176,17 @@ impl PgStore {
     /// The probe before a mark (see `cursor.rs`); None (scan from the head) when it fails.
     async fn probe(&self) -> Option<cursor::Probe> {
         let sequence = self.sequence().await?;
-        let read =
-            sqlx::query_as::<_, (i64, Option<i64>, Option<i64>, i64)>(&self.statements.probe)
-                .bind(sequence)
-                .bind(self.table.quoted())
-                .fetch_one(&self.pool)
-                .await;
+        let read = sqlx::query_as::<_, (Option<i64>, Vec<String>, String)>(&self.statements.probe)
+            .bind(sequence)
+            .bind(self.table.quoted())
+            .fetch_one(&self.pool)
+            .await;
         match read {
-            Ok((at, last_value, oldest_writer, unknown_writers)) => {
-                if unknown_writers > 0 {
-                    static ONCE: std::sync::Once = std::sync::Once::new();
-                    ONCE.call_once(|| {
-                        tracing::warn!(table = %self.table, unknown_writers,
-                            "transactions writing the outbox have no visible start time (another role's sessions: grant pg_read_all_stats to the harvester's role; or prepared transactions): marks scan from the head while they are open");
-                    });
-                }
-                Some(cursor::Probe {
-                    at,
-                    last_value,
-                    oldest_writer,
-                    unknown_writers,
-                })
-            }
+            Ok((last_value, writers, server)) => Some(cursor::Probe {
+                last_value,
+                writers,
+                server,
+            }),
             Err(e) => {
                 tracing::debug!(error = %e, "mark probe failed: scanning from the head");
                 None
@@ -241,15 +233,28 @@ impl OutboxStore for PgStore {
 
     fn mark(&self, leader: Uuid, limit: usize) -> BoxFuture<'_, Result<Vec<Decoded>>> {
         Box::pin(async move {
+            // One mark at a time per store: the probes' order is part of the floor's argument.
+            let _serial = self.marking.lock().await;
             let probe = self.probe().await;
             let begun = self.cursor.lock().begin(leader, probe);
-            let rows = sqlx::query(&self.statements.mark)
+            let mut rows = sqlx::query(&self.statements.mark)
                 .bind(leader)
                 .bind(limit as i64)
                 .bind(begun.floor)
                 .fetch_all(&self.pool)
                 .await
                 .map_err(Error::db("run the mark query"))?;
+            let (picked, picked_last) = match rows.first() {
+                Some(row) => (
+                    row.try_get::<i64, _>("picked")
+                        .map_err(Error::db("read what the mark picked"))?,
+                    row.try_get::<Option<i64>, _>("picked_last")
+                        .map_err(Error::db("read what the mark picked"))?,
+                ),
+                None => (0, None),
+            };
+            // The one row of a mark that marked nothing has no id.
+            rows.retain(|row| matches!(row.try_get::<Option<i64>, _>("id"), Ok(Some(_))));
             let decode = match self.shape {
                 Shape::Native => decode::decode_native,
                 Shape::Goharvest => decode::decode_goharvest,
@@ -264,11 +269,15 @@ impl OutboxStore for PgStore {
                 Ok(r) => r.id,
                 Err(p) => p.id,
             });
-            let highest = decoded.last().map(|d| match d {
-                Ok(r) => r.id,
-                Err(p) => p.id,
-            });
-            self.cursor.lock().end(begun, limit, decoded.len(), highest);
+            self.cursor.lock().end(
+                begun,
+                limit,
+                cursor::Marked {
+                    picked: usize::try_from(picked).unwrap_or(0),
+                    picked_last,
+                    returned: decoded.len(),
+                },
+            );
             Ok(decoded)
         })
     }

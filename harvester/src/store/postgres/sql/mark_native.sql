@@ -1,15 +1,24 @@
--- Mark: escrow the first $2 rows (by id) not marked by this generation, returning them. $3 is the
--- floor (cursor.rs): no row below it can qualify, so the scan skips the purged head of the index.
--- `= ANY(ARRAY(...))` keeps the generic plan an index scan (with `IN (subquery)` Postgres plans a
--- hash join over the whole table, so it re-plans every call, and planning itself walks the dead
--- head of the index).
-UPDATE {{outbox}} SET leader_id = $1
-WHERE id = ANY(ARRAY(
-    SELECT id FROM {{outbox}}
-    WHERE id >= $3 AND (leader_id IS NULL OR leader_id <> $1)
-    ORDER BY id
-    LIMIT $2
-))
-RETURNING id, topic, kafka_key, kafka_value, header_keys, header_values,
-          kafka_partition, (extract(epoch FROM kafka_timestamp) * 1000)::BIGINT AS kafka_timestamp_ms,
-          create_time
+-- Mark: escrow the first $2 rows (by id) not marked by this generation, returning them.
+-- $3 is the floor (cursor.rs): no row below it can qualify, so the scan skips the purged head of
+-- the index. The pick is an array (`= ANY(...)` keeps the generic plan an index scan; with
+-- `IN (subquery)` Postgres plans a hash join over the whole table, re-plans every call, and
+-- planning itself walks the dead head of the index), and the statement always returns one row
+-- more or less: how many rows the scan picked and the last of them, even when a concurrent
+-- delete left none to mark (then the row's id is NULL).
+WITH picked AS MATERIALIZED (
+    SELECT ARRAY(
+        SELECT id FROM {{outbox}}
+        WHERE id >= $3 AND (leader_id IS NULL OR leader_id <> $1)
+        ORDER BY id
+        LIMIT $2
+    ) AS ids
+),
+marked AS (
+    UPDATE {{outbox}} SET leader_id = $1
+    WHERE id = ANY((SELECT ids FROM picked)::BIGINT[])
+    RETURNING id, topic, kafka_key, kafka_value, header_keys, header_values,
+              kafka_partition, (extract(epoch FROM kafka_timestamp) * 1000)::BIGINT AS kafka_timestamp_ms,
+              create_time
+)
+SELECT marked.*, cardinality(picked.ids)::BIGINT AS picked, picked.ids[cardinality(picked.ids)] AS picked_last
+FROM picked LEFT JOIN marked ON true

@@ -1,20 +1,17 @@
--- The probe before a mark (cursor.rs): this statement's start, the id sequence's last value, and
--- the transactions that hold a write lock on the outbox (an INSERT takes it before it draws its
--- id and keeps it to the end of its transaction): the start of the oldest, and how many have no
--- visible start (another role's sessions without pg_read_all_stats, prepared transactions).
--- Times are microseconds since the epoch on the server's clock. $1 the sequence, $2 the table.
-WITH writers AS (
-    SELECT a.xact_start
-    FROM pg_locks l
-    LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-    WHERE l.locktype = 'relation'
-      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND l.relation = $2::regclass
-      AND l.mode = 'RowExclusiveLock'
-      AND l.granted
-      AND l.pid IS DISTINCT FROM pg_backend_pid()
-)
-SELECT (extract(epoch FROM statement_timestamp()) * 1000000)::BIGINT,
-       pg_sequence_last_value($1::regclass),
-       (SELECT (extract(epoch FROM min(xact_start)) * 1000000)::BIGINT FROM writers),
-       (SELECT count(*) FROM writers WHERE xact_start IS NULL)
+-- The probe before a mark (cursor.rs): the id sequence's last value, the virtual transaction
+-- ids holding a write lock (RowExclusiveLock) on the outbox or on its sequence (an INSERT takes
+-- the table's before it draws an id, nextval the sequence's; both are held to the end of the
+-- transaction; prepared transactions are included, they have no pid), and the server's start
+-- time (another server, or a restart, forgets the history). $1 the sequence, $2 the table.
+SELECT pg_sequence_last_value($1::regclass),
+       COALESCE((
+           SELECT array_agg(DISTINCT l.virtualtransaction)
+           FROM pg_locks l
+           WHERE l.locktype = 'relation'
+             AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+             AND l.relation IN ($1::regclass, $2::regclass)
+             AND l.mode = 'RowExclusiveLock'
+             AND l.granted
+             AND l.pid IS DISTINCT FROM pg_backend_pid()
+       ), '{}'),
+       pg_postmaster_start_time()::TEXT
