@@ -72,6 +72,11 @@ pub struct Drain {
     pub seconds: f64,
     pub no_progress_window_s: f64,
     pub cap_s: f64,
+    /// The most records the harvesters had acknowledged and the verifier had not yet read
+    /// (sampled every 50 ms, from the harvesters' once-a-second meter): compare with the
+    /// topic's lag tolerance.
+    #[serde(default)]
+    pub max_verifier_lag: Option<u64>,
 }
 
 /// A failover, from the fault to the new leader's first publish.
@@ -430,11 +435,14 @@ pub fn markdown(
         if let Some(d) = r.drain {
             let _ = writeln!(
                 s,
-                "  - drain ended after {:.1} s: {} (no-progress window {:.0} s, cap {:.0} s)",
+                "  - drain ended after {:.1} s: {} (no-progress window {:.0} s, cap {:.0} s){}",
                 d.seconds,
                 d.ended_by.describe(),
                 d.no_progress_window_s,
-                d.cap_s
+                d.cap_s,
+                d.max_verifier_lag
+                    .map(|l| format!("; the verifier lagged by up to {l} records"))
+                    .unwrap_or_default()
             );
         }
         let _ = writeln!(s, "  - {}", cpu_line(&r.cpu));
@@ -470,8 +478,8 @@ pub fn markdown(
     {
         let _ = writeln!(
             s,
-            "\n**{} failed**: {} (undelivered, still in the outbox: {}; gone from the outbox but never received: {}; quarantined: {} {:?}; harvester acks: {}; records in the log: {})",
-            r.scenario, r.problems, r.undelivered, r.broker_lost, r.quarantined, r.quarantine_reasons, r.harvester_acks, r.log_records
+            "\n**{} {}**: {} (undelivered, still in the outbox: {}; acknowledged but not in the log: {}; evicted by the broker before the verifier read them: {}, explaining {} missing; quarantined: {} {:?}; harvester acks: {}; records in the log: {})",
+            r.scenario, r.verdict_note, r.problems, r.undelivered, r.broker_lost, r.broker_evicted, r.lost_to_eviction, r.quarantined, r.quarantine_reasons, r.harvester_acks, r.log_records
         );
     }
     if !plots.is_empty() {
@@ -495,4 +503,86 @@ pub fn markdown(
          WAL and transactions per record include the writers' own."
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(name: &str, verdict: Verdict, note: &str) -> RunResult {
+        RunResult {
+            scenario: name.into(),
+            committed: 1_000_000,
+            passed: verdict == Verdict::Passed,
+            verdict,
+            verdict_note: note.into(),
+            drain: Some(Drain {
+                ended_by: DrainEnd::Accounted,
+                seconds: 100.0,
+                no_progress_window_s: 30.0,
+                cap_s: 1030.0,
+                max_verifier_lag: Some(300_000),
+            }),
+            cpu: CpuUsage {
+                wall_seconds: 100.0,
+                cores: 2,
+                broker_cpu_seconds: Some(80.0),
+                broker_utilisation: Some(0.8),
+                broker_busy: Some(0.97),
+                harvester_cpu_seconds: 40.0,
+                postgres_cpu_seconds: Some(50.0),
+                bound_by: Bound::Broker,
+            },
+            ..RunResult::default()
+        }
+    }
+
+    #[test]
+    fn the_summary_shows_verdict_eviction_drain_end_and_bound() {
+        let mut inconclusive = run(
+            "drain",
+            Verdict::Inconclusive,
+            "inconclusive: the embedded broker evicted 99835 records before the verifier read them",
+        );
+        inconclusive.correctness.lost = 99_835;
+        inconclusive.lost_to_eviction = 99_835;
+        inconclusive.broker_evicted = 99_835;
+        inconclusive.log = vec![PartitionLog {
+            partition: 3,
+            evicted: 99_835,
+            gaps: 2,
+            ..PartitionLog::default()
+        }];
+        let failed = RunResult {
+            undelivered: 7,
+            ..run("steady", Verdict::Failed, "failed: 7 still in the outbox")
+        };
+        let md = markdown(
+            &Provenance::default(),
+            &Ceilings::default(),
+            &[inconclusive, failed],
+            &[],
+        );
+        let row = md.lines().find(|l| l.starts_with("| drain |")).unwrap();
+        // Lost net of eviction (0), then the evicted column, the broker's busy share and bound.
+        assert!(row.contains("| *inconclusive* |"), "{row}");
+        assert!(row.contains("| 0 | 99835 |"), "{row}");
+        assert!(row.contains("| 97 % | **broker** |"), "{row}");
+        assert!(md.contains("**drain inconclusive: the embedded broker evicted 99835"));
+        assert!(md.contains("p3 99835 (2 gaps)"));
+        assert!(md.contains("every record arrived or was deleted by the broker unread"));
+        assert!(md.contains("lagged by up to 300000 records"));
+        assert!(md.contains("busy 97 % of the time: 80 % on a CPU, 17 % waiting for one"));
+        let steady = md.lines().find(|l| l.starts_with("| steady |")).unwrap();
+        assert!(
+            steady.contains("| **FAILED** |") && steady.contains("7 undelivered"),
+            "{steady}"
+        );
+        assert!(md.contains("**steady failed: 7 still in the outbox**"));
+        // The JSON line carries the verdict as a word.
+        let json = serde_json::to_value(run("x", Verdict::Inconclusive, "")).unwrap();
+        assert_eq!(json["verdict"], "inconclusive");
+        assert_eq!(json["cpu"]["bound_by"], "broker");
+        assert_eq!(json["drain"]["ended_by"], "accounted");
+    }
 }

@@ -133,6 +133,11 @@ pub struct Scenario {
     /// the trickle. Default 1000.
     #[serde(default = "default_min_drain_rate")]
     pub min_drain_rate: f64,
+    /// Create the topic with exactly `partitions`, even on the embedded broker where a backlog
+    /// would get more (see `run::sizing`): to reproduce the broker's eviction, or to compare
+    /// partition counts with the same build. Default false.
+    #[serde(default)]
+    pub fixed_partitions: bool,
 }
 
 /// Settings every scenario starts from.

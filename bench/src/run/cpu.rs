@@ -385,15 +385,20 @@ mod tests {
     }
 
     #[test]
-    fn this_process_has_cpu_time() {
-        let spin = Instant::now();
-        while spin.elapsed() < Duration::from_millis(50) {
-            std::hint::black_box(spin.elapsed());
+    fn cpu_time_and_scheduler_statistics_agree() {
+        let stat = || stat_seconds("/proc/thread-self/stat").unwrap();
+        let sched = || schedstat("/proc/thread-self/schedstat");
+        let (cpu0, sched0) = (stat(), sched());
+        // Spin until this thread has had 100 ms of CPU (however busy the machine is).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while stat() - cpu0 < 0.1 && Instant::now() < deadline {
+            std::hint::black_box(Instant::now());
         }
-        assert!(stat_seconds("/proc/self/stat").is_some());
-        // Where the kernel keeps scheduler statistics, this thread's time on a CPU shows.
-        if let Some((run, _wait)) = schedstat("/proc/thread-self/schedstat") {
-            assert!(run >= 0.04, "{run}");
+        assert!(stat() - cpu0 >= 0.1, "no CPU time in 20 s");
+        // Where the kernel keeps scheduler statistics, they saw the same time on a CPU (stat
+        // counts in 10 ms ticks).
+        if let (Some((run0, _)), Some((run1, _))) = (sched0, sched()) {
+            assert!(run1 - run0 >= 0.08, "{}", run1 - run0);
         }
     }
 }

@@ -142,20 +142,24 @@ async fn outbox_empty(ground: &Ground) -> Result<bool, BenchError> {
 }
 
 /// Waits for the `committed` records while they keep arriving; says what ended the wait.
+/// `published` is what the harvesters counted as acknowledged so far, for the verifier's lag.
 async fn drain(
     receiver: &Receiver,
     ground: &Ground,
     scenario: &Scenario,
     committed: u64,
     bar: &ProgressBar,
+    published: impl Fn() -> u64,
 ) -> Result<Drain, BenchError> {
     let start = Instant::now();
     let cap = scenario.drain_cap(committed.saturating_sub(receiver.unique()));
     let (mut position, mut progressed) = (receiver.position(), start);
     let mut outbox_checked: Option<Instant> = None;
+    let mut max_lag = 0u64;
     let ended_by = loop {
         let unique = receiver.unique();
         bar.set_position(unique);
+        max_lag = max_lag.max(published().saturating_sub(receiver.position()));
         if unique >= committed {
             break DrainEnd::Complete;
         }
@@ -187,6 +191,7 @@ async fn drain(
         seconds: start.elapsed().as_secs_f64(),
         no_progress_window_s: scenario.no_progress_timeout.as_secs_f64(),
         cap_s: cap.as_secs_f64(),
+        max_verifier_lag: Some(max_lag),
     })
 }
 
@@ -353,7 +358,14 @@ async fn run_on(
         ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} received ({per_sec})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let drained = drain(&receiver, ground, scenario, committed, &bar).await?;
+    let published = || {
+        fleet
+            .members
+            .iter()
+            .map(crate::fleet::Member::last_published)
+            .sum::<u64>()
+    };
+    let drained = drain(&receiver, ground, scenario, committed, &bar, published).await?;
     bar.finish_and_clear();
     let cpu = meter.finish((fleet.totals().cpu_seconds - harvester_cpu_before).max(0.0));
     tokio::time::sleep(Duration::from_millis(500)).await;

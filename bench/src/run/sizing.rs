@@ -10,7 +10,8 @@
 //! than the backlog itself (the verifier cannot lag by more records than exist, and a log that
 //! holds the whole backlog never deletes any of it), from the backlog's record size on the
 //! wire, clamped to `[scenario.partitions, 256]`. More partitions are not free (smaller batches,
-//! more per-partition work in the mock), so this asks for no more than that.
+//! more per-partition work in the mock), so this asks for no more than that. A scenario with
+//! `fixed_partitions = true` keeps its count (to reproduce the eviction, or to compare counts).
 //!
 //! Two conservative assumptions: every batch holds one record (the harvester keeps one record
 //! per key in flight, so a batch can be that small; larger batches only amortise the 61-byte
@@ -145,7 +146,9 @@ pub fn size_topic(scenario: &Scenario, run_id: &str, embedded: bool) -> TopicSiz
         };
     }
     let capacity = mock_partition_capacity(record_bytes, 1);
-    let backlog = matches!(scenario.kind, Kind::Drain | Kind::PgRestart) && rows > 0;
+    let backlog = matches!(scenario.kind, Kind::Drain | Kind::PgRestart)
+        && rows > 0
+        && !scenario.fixed_partitions;
     let target = backlog.then(|| {
         MIN_LAG_TOLERANCE
             .max((rows as f64 * BACKLOG_SHARE).ceil() as u64)
@@ -223,6 +226,12 @@ mod tests {
         let real = size_topic(&drain(1_000_000, 1000, 8), RUN, false);
         assert_eq!((real.partitions, real.lag_tolerance), (8, None));
         assert!(real.limit.contains("retention"));
+        // A scenario that fixes its partitions keeps them, and still learns its tolerance.
+        let mut fixed = drain(1_000_000, 1000, 8);
+        fixed.fixed_partitions = true;
+        let f = size_topic(&fixed, RUN, true);
+        assert_eq!((f.partitions, f.target), (8, None));
+        assert!(f.lag_tolerance.unwrap() < 250_000);
         // Steady scenarios are not resized but still report their tolerance.
         let steady = ScenarioFile::builtin().scenario["steady"].clone();
         let s = size_topic(&steady, RUN, true);
