@@ -94,10 +94,19 @@ pub async fn run(
     } else {
         bench.broker.clone()
     };
-    if resized {
+    let short = topic
+        .target
+        .zip(topic.lag_tolerance)
+        .is_some_and(|(t, l)| l < t);
+    if resized || short {
         eprintln!(
-            "[{label}] topic: {} (on a mock cluster of its own)",
-            topic.describe()
+            "[{label}] topic: {}{}",
+            topic.describe(),
+            if resized {
+                " (on a mock cluster of its own)"
+            } else {
+                ""
+            }
         );
     }
     let writers_n = scenario.writers.as_ref().map_or(1, |w| w.writers as u32);
