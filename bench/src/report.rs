@@ -450,7 +450,10 @@ pub fn markdown(
             .log
             .iter()
             .filter(|p| p.evicted > 0)
-            .map(|p| format!("p{} {} ({} gaps)", p.partition, p.evicted, p.gaps))
+            .map(|p| {
+                let jumps = if p.gaps == 1 { "jump" } else { "jumps" };
+                format!("p{} {} ({} {jumps})", p.partition, p.evicted, p.gaps)
+            })
             .collect();
         if !evicting.is_empty() {
             let _ = writeln!(
@@ -569,7 +572,7 @@ mod tests {
         assert!(row.contains("| 0 | 99835 |"), "{row}");
         assert!(row.contains("| 97 % | **broker** |"), "{row}");
         assert!(md.contains("**drain inconclusive: the embedded broker evicted 99835"));
-        assert!(md.contains("p3 99835 (2 gaps)"));
+        assert!(md.contains("p3 99835 (2 jumps)"));
         assert!(md.contains("every record arrived or was deleted by the broker unread"));
         assert!(md.contains("lagged by up to 300000 records"));
         assert!(md.contains("busy 97 % of the time: 80 % on a CPU, 17 % waiting for one"));

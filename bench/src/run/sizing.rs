@@ -20,10 +20,12 @@
 //! per partition, and the harvester's batches shrink as its in-flight window spreads over more
 //! partitions. A verifier that keeps up therefore makes the broker's one thread walk about
 //! `partitions × (records kept per partition / batch)` sets per fetch, for `partitions ×
-//! batch` records: per record, quadratic in the partition count. Measured here: 1M rows
-//! drained at 8.5k records/s on 8 partitions and 6.2k on 16; a 10M drain sized to ~170
-//! partitions starved the broker's thread until the harvester's heartbeats timed out and it
-//! fenced itself every few seconds.
+//! batch` records: per record, quadratic in the partition count. Measured here (2 cores):
+//! 1M rows drained at 8.5k records/s on 8 partitions (and lost 176k records to eviction), 6.2k
+//! on 16, 2.6k on 32 (the broker's thread 99.9 % busy, the verifier never more than 26k
+//! behind); a 10M drain sized to ~170 partitions starved that thread until the harvester's
+//! heartbeats timed out and it fenced itself every few seconds. Past a million rows the
+//! embedded broker measures itself; `--brokers` measures the harvester.
 //!
 //! Two conservative assumptions: every batch holds one record (the harvester keeps one record
 //! per key in flight, so a batch can be that small; larger batches only amortise the 61-byte
