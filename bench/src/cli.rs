@@ -245,7 +245,7 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
             let result = crate::run::run(&bench, name, &scenario, keys).await?;
             eprintln!(
                 "   {} committed {}, delivered {}, lost {}, reordered {}, duplicates {}",
-                if result.passed { "ok" } else { "FAILED" },
+                result.verdict,
                 result.committed,
                 result.correctness.delivered,
                 result.correctness.lost,
