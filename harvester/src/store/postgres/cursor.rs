@@ -189,15 +189,8 @@ impl MarkCursor {
             }
             None => 0,
         };
-        let mut floor = self.resume.min(self.settled_below);
-        if let Some(low) = self.reset_low {
-            floor = floor.min(low);
-        }
-        if self.rescan {
-            floor = 0;
-        }
         Begun {
-            floor: floor.max(0),
+            floor: self.peek(),
             leader,
             settled_below,
             events: self.events,
