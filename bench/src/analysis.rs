@@ -190,6 +190,30 @@ pub fn longest_pause_after(receipts: &[Receipt], from: Instant) -> Option<std::t
         .max()
 }
 
+/// Records per second since `t0` from cumulative counts (one series per process, each sample
+/// `(when, count so far)`): each increase is put in the second it was reported in. For a drain
+/// the verifier reads only afterwards, the harvesters' acknowledged counts are the only
+/// timeline of the drain itself.
+pub fn per_second_from_counts(series: &[Vec<(Instant, u64)>], t0: Instant) -> Vec<(f64, f64)> {
+    let mut buckets: Vec<f64> = Vec::new();
+    for samples in series {
+        let mut before = 0u64;
+        for &(at, count) in samples {
+            let second = at.saturating_duration_since(t0).as_secs() as usize;
+            if buckets.len() <= second {
+                buckets.resize(second + 1, 0.0);
+            }
+            buckets[second] += count.saturating_sub(before) as f64;
+            before = before.max(count);
+        }
+    }
+    buckets
+        .iter()
+        .enumerate()
+        .map(|(s, n)| (s as f64, *n))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,5 +264,23 @@ mod tests {
             longest_pause_after(&receipts, ms(15)),
             Some(Duration::from_millis(1479))
         );
+    }
+
+    #[test]
+    fn counts_become_a_rate_per_second() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let one = vec![
+            (at(900), 100),
+            (at(1900), 250),
+            (at(2100), 250),
+            (at(3500), 400),
+        ];
+        let two = vec![(at(1500), 10), (at(1600), 5)];
+        assert_eq!(
+            per_second_from_counts(&[one, two], t0),
+            vec![(0.0, 100.0), (1.0, 160.0), (2.0, 0.0), (3.0, 150.0)]
+        );
+        assert!(per_second_from_counts(&[], t0).is_empty());
     }
 }

@@ -47,7 +47,13 @@ pub fn section(runs: &[RunResult], skipped: &[String]) -> String {
     for r in &d {
         let rate = r.drain_records_per_s.unwrap_or(0.0);
         let ratio = base.map_or_else(|| "–".into(), |b| format!("{:.2}", rate / b.max(1e-9)));
-        let n = r.correctness.delivered;
+        // A size that was not verified delivered nothing the verifier saw: count what the
+        // harvesters had acknowledged instead.
+        let n = if r.correctness.delivered > 0 {
+            r.correctness.delivered
+        } else {
+            r.harvester_acks
+        };
         s.push_str(&format!(
             "| {} | {} | {:.0} | {} | {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.scenario,

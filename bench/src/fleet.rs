@@ -136,6 +136,15 @@ impl Member {
             .unwrap_or(0)
     }
 
+    /// Every meter event's (arrival, cumulative `published` count), oldest first.
+    pub fn published_series(&self) -> Vec<(Instant, u64)> {
+        self.proc
+            .lines_of("meter")
+            .iter()
+            .filter_map(|l| Some((l.at, l.value["published"].as_u64()?)))
+            .collect()
+    }
+
     pub fn stats(&self) -> ProcStats {
         *self.stats.lock()
     }

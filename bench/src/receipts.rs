@@ -31,26 +31,30 @@ pub struct Receipt {
     pub at: Instant,
 }
 
-/// Records in the log of `topic` (sum over partitions of high minus low watermark).
-pub fn log_records(bootstrap: &str, topic: &str, partitions: i32) -> Result<i64, BenchError> {
-    let consumer: BaseConsumer = ClientConfig::new()
+fn watermark_client(bootstrap: &str) -> Result<BaseConsumer, BenchError> {
+    ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
         .map_err(|source| BenchError::Kafka {
             action: "create a watermark client".into(),
             source,
-        })?;
-    let mut total = 0;
-    for p in 0..partitions {
-        let (low, high) = consumer
-            .fetch_watermarks(topic, p, Duration::from_secs(10))
-            .map_err(|source| BenchError::Kafka {
-                action: format!("read watermarks of {topic}/{p}"),
-                source,
-            })?;
-        total += high - low;
-    }
-    Ok(total)
+        })
+}
+
+/// Records in the log of `topic` (sum over partitions of high minus low watermark).
+pub fn log_records(bootstrap: &str, topic: &str, partitions: i32) -> Result<i64, BenchError> {
+    let marks = watermarks(&watermark_client(bootstrap)?, topic, partitions)?;
+    Ok(marks.into_iter().map(|(low, high)| high - low).sum())
+}
+
+/// The log end of `topic`: the sum over partitions of the high watermarks (every offset ever
+/// written, read or deleted).
+pub fn log_end(bootstrap: &str, topic: &str, partitions: i32) -> Result<u64, BenchError> {
+    let marks = watermarks(&watermark_client(bootstrap)?, topic, partitions)?;
+    Ok(marks
+        .into_iter()
+        .map(|(_, high)| u64::try_from(high).unwrap_or(0))
+        .sum())
 }
 
 /// Per partition, what the verifier read of the log and what it could not.

@@ -51,6 +51,8 @@ pub enum DrainEnd {
     NoProgress,
     /// The cap (no-progress window + backlog / lowest acceptable rate) passed.
     Cap,
+    /// The outbox emptied: every row acknowledged and purged (the verifier reads after).
+    Emptied,
 }
 
 impl DrainEnd {
@@ -60,6 +62,7 @@ impl DrainEnd {
             DrainEnd::Accounted => "every record arrived or was deleted by the broker unread",
             DrainEnd::NoProgress => "nothing arrived for the no-progress window",
             DrainEnd::Cap => "the cap from backlog / lowest acceptable rate passed",
+            DrainEnd::Emptied => "the outbox emptied (every row acknowledged and purged)",
         }
     }
 }
@@ -77,6 +80,9 @@ pub struct Drain {
     /// topic's lag tolerance.
     #[serde(default)]
     pub max_verifier_lag: Option<u64>,
+    /// The verifier read the topic only after the drain, for this long.
+    #[serde(default)]
+    pub verified_after_s: Option<f64>,
 }
 
 /// A failover, from the fault to the new leader's first publish.
@@ -440,9 +446,12 @@ pub fn markdown(
                 d.ended_by.describe(),
                 d.no_progress_window_s,
                 d.cap_s,
-                d.max_verifier_lag
-                    .map(|l| format!("; the verifier lagged by up to {l} records"))
-                    .unwrap_or_default()
+                match (d.verified_after_s, d.max_verifier_lag) {
+                    (Some(v), _) =>
+                        format!("; the verifier read the topic after the drain, in {v:.1} s"),
+                    (None, Some(l)) => format!("; the verifier lagged by up to {l} records"),
+                    (None, None) => String::new(),
+                }
             );
         }
         let _ = writeln!(s, "  - {}", cpu_line(&r.cpu));
@@ -525,6 +534,7 @@ mod tests {
                 no_progress_window_s: 30.0,
                 cap_s: 1030.0,
                 max_verifier_lag: Some(300_000),
+                verified_after_s: None,
             }),
             cpu: CpuUsage {
                 wall_seconds: 100.0,

@@ -27,6 +27,11 @@
 //! heartbeats timed out and it fenced itself every few seconds. Past a million rows the
 //! embedded broker measures itself; `--brokers` measures the harvester.
 //!
+//! A backlog drain verified after it (`verify = after`, the default for drains on the embedded
+//! broker: see `crate::scenario::VerifyWhen`) needs the broker to keep the whole backlog, since
+//! nobody reads while it grows; it gets up to [`MAX_PARTITIONS_AFTER`], as partitions then cost
+//! only the one read at the end. Past that it is announced, and the run does not read at all.
+//!
 //! Two conservative assumptions: every batch holds one record (the harvester keeps one record
 //! per key in flight, so a batch can be that small; larger batches only amortise the 61-byte
 //! header), and lag spreads over partitions as the keys do under librdkafka's default
@@ -46,6 +51,10 @@ pub const BACKLOG_SHARE: f64 = 0.25;
 /// The most partitions a backlog scenario's topic gets on the embedded broker (see the module
 /// documentation for why not more).
 pub const MAX_PARTITIONS: i32 = 32;
+/// The most partitions a backlog verified after its drain gets: the broker must keep the whole
+/// backlog, and no verifier reads while the harvester publishes, so the partitions only cost
+/// the one read at the end (`partitions × sets²/2` steps of the mock's walk).
+pub const MAX_PARTITIONS_AFTER: i32 = 256;
 
 /// The topic a run used and how much verifier lag its broker could hold.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -64,6 +73,9 @@ pub struct TopicSizing {
     pub lag_tolerance: Option<u64>,
     /// The lag tolerance sizing aimed at (backlog scenarios on the embedded broker).
     pub target: Option<u64>,
+    /// The verifier read after the drain: the broker had to keep the whole backlog.
+    #[serde(default)]
+    pub verify_after: bool,
 }
 
 impl TopicSizing {
@@ -83,6 +95,12 @@ impl TopicSizing {
                 self.limit,
                 self.record_bytes,
                 match self.target {
+                    Some(t) if self.verify_after && tolerance < t => format!(
+                        ", short of the {t}-record backlog the verifier reads after the drain: more than the embedded broker keeps (a run that loses records to its eviction is inconclusive; use --brokers)"
+                    ),
+                    Some(t) if self.verify_after => format!(
+                        " (sized to keep the whole {t}-record backlog: the verifier reads after the drain)"
+                    ),
                     Some(t) if tolerance < t => format!(
                         ", short of the {t} this backlog needs: more than the embedded broker can verify (a run that loses records to its eviction is inconclusive; use --brokers)"
                     ),
@@ -162,21 +180,33 @@ pub fn size_topic(scenario: &Scenario, run_id: &str, embedded: bool) -> TopicSiz
                     .into(),
             lag_tolerance: None,
             target: None,
+            verify_after: scenario.verify_after(false),
         };
     }
     let capacity = mock_partition_capacity(record_bytes, 1);
     let backlog = matches!(scenario.kind, Kind::Drain | Kind::PgRestart)
         && rows > 0
         && !scenario.fixed_partitions;
+    let after = scenario.verify_after(embedded);
     let target = backlog.then(|| {
-        MIN_LAG_TOLERANCE
-            .max((rows as f64 * BACKLOG_SHARE).ceil() as u64)
-            .min(rows)
+        if after {
+            rows
+        } else {
+            MIN_LAG_TOLERANCE
+                .max((rows as f64 * BACKLOG_SHARE).ceil() as u64)
+                .min(rows)
+        }
     });
+    let most = if after {
+        MAX_PARTITIONS_AFTER
+    } else {
+        MAX_PARTITIONS
+    }
+    .max(requested);
     let partitions = match target {
-        Some(t) => (requested..=MAX_PARTITIONS.max(requested))
+        Some(t) => (requested..=most)
             .find(|n| tolerance(capacity.records, keys, *n) >= t)
-            .unwrap_or(MAX_PARTITIONS.max(requested)),
+            .unwrap_or(most),
         None => requested,
     };
     TopicSizing {
@@ -187,13 +217,14 @@ pub fn size_topic(scenario: &Scenario, run_id: &str, embedded: bool) -> TopicSiz
         limit: capacity.limit.to_string(),
         lag_tolerance: Some(tolerance(capacity.records, keys, partitions)),
         target,
+        verify_after: after,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::ScenarioFile;
+    use crate::scenario::{ScenarioFile, VerifyWhen};
 
     fn drain(rows: u64, keys: u32, partitions: i32) -> Scenario {
         let mut s = ScenarioFile::builtin().scenario["drain"].clone();
@@ -201,7 +232,39 @@ mod tests {
         b.rows = rows;
         b.keys = keys;
         s.partitions = partitions;
+        s.verify = VerifyWhen::During;
         s
+    }
+
+    #[test]
+    fn a_backlog_verified_after_its_drain_is_kept_whole() {
+        let mut d = drain(1_000_000, 1000, 8);
+        d.verify = VerifyWhen::Auto;
+        let s = size_topic(&d, RUN, true);
+        assert!(s.verify_after, "{s:?}");
+        assert_eq!(s.target, Some(1_000_000));
+        assert!(s.lag_tolerance.unwrap() >= 1_000_000, "{s:?}");
+        assert!(
+            s.partitions > MAX_PARTITIONS && s.partitions <= MAX_PARTITIONS_AFTER,
+            "{s:?}"
+        );
+        let fewer = tolerance(s.partition_records.unwrap(), 1000, s.partitions - 1);
+        assert!(fewer < 1_000_000, "{fewer}");
+        assert!(
+            s.describe().contains("reads after the drain"),
+            "{}",
+            s.describe()
+        );
+        // 10M rows over 1000 keys cannot be kept whole: capped, and said so.
+        let mut huge = drain(10_000_000, 1000, 8);
+        huge.verify = VerifyWhen::Auto;
+        let h = size_topic(&huge, RUN, true);
+        assert_eq!(h.partitions, MAX_PARTITIONS_AFTER);
+        assert!(h.describe().contains("--brokers"), "{}", h.describe());
+        // On a real cluster `auto` reads during the drain, and nothing is resized.
+        let real = size_topic(&d, RUN, false);
+        assert!(!real.verify_after);
+        assert_eq!(real.partitions, 8);
     }
 
     const RUN: &str = "run-12345-0-0badcafe";
