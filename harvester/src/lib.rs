@@ -94,6 +94,7 @@
 mod error;
 mod hash;
 
+pub mod assign;
 pub mod config;
 pub mod election;
 pub mod events;

@@ -52,6 +52,33 @@ pub struct PoolStats {
     pub max: u32,
 }
 
+/// A share of the outbox: the rows whose key falls in one of `buckets` out of `count`. The
+/// bucket of a row is a pure function of its key, `hash(key) mod count`, computed by the store
+/// the same way on every member (see each store for its hash), so one key is always in one
+/// bucket and harvesters that own disjoint buckets never hold the same key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketScope {
+    /// B: how many buckets the table is split into (the same on every member of a group).
+    pub count: u16,
+    /// The buckets of this scope, ascending, each below `count`.
+    pub buckets: Vec<u16>,
+}
+
+impl BucketScope {
+    /// A scope of `buckets` (sorted, deduplicated, those not below `count` dropped).
+    pub fn new(count: u16, buckets: impl IntoIterator<Item = u16>) -> Self {
+        let mut buckets: Vec<u16> = buckets.into_iter().filter(|b| *b < count).collect();
+        buckets.sort_unstable();
+        buckets.dedup();
+        BucketScope { count, buckets }
+    }
+
+    /// Whether the scope is the whole table.
+    pub fn is_all(&self) -> bool {
+        self.buckets.len() == usize::from(self.count)
+    }
+}
+
 /// How the marker waits for new rows when the last mark found none.
 ///
 /// The store chooses the mechanism (a `LISTEN` connection, a change feed, or nothing at all);
@@ -112,6 +139,16 @@ pub trait OutboxStore: Send + Sync + fmt::Debug + 'static {
     /// Escrows up to `limit` rows for `leader` and returns them decoded (a malformed row comes
     /// back as [`crate::outbox::Poison`], never as an error), sorted by id. See the trait docs.
     fn mark(&self, leader: Uuid, limit: usize) -> BoxFuture<'_, Result<Vec<Decoded>>>;
+
+    /// [`mark`](Self::mark) within `scope`: the same promises, among the rows whose bucket is
+    /// in the scope (a harvester that shares the outbox with others by bucket). A scope of
+    /// every bucket is the whole table.
+    fn mark_scoped<'a>(
+        &'a self,
+        leader: Uuid,
+        limit: usize,
+        scope: &'a BucketScope,
+    ) -> BoxFuture<'a, Result<Vec<Decoded>>>;
 
     /// Deletes the rows of `ids` still marked by one of `leaders`; returns how many it deleted.
     fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>>;

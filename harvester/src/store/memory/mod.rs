@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 pub use gate::Gate;
 
-use super::{Backlog, OutboxStore, Wakeups};
+use super::{Backlog, BucketScope, OutboxStore, Wakeups};
 use crate::error::Error;
 use crate::outbox::{zip_headers, Decoded, OutboxRecord, StashRecord};
 use crate::Result;
@@ -83,6 +83,15 @@ pub struct Row {
     pub create_time: chrono::DateTime<chrono::Utc>,
     /// The leader generation that marked it, if any.
     pub leader_id: Option<Uuid>,
+}
+
+impl Row {
+    /// Its bucket in a table of `count` buckets: FNV-1a of the key (the empty key when there is
+    /// none) mod `count`. This store's own hash; Postgres uses its text hash.
+    pub fn bucket(&self, count: u16) -> u16 {
+        let hash = crate::hash::fnv1a32(self.key.as_deref().unwrap_or_default());
+        u16::try_from(hash % u32::from(count.max(1))).unwrap_or(0)
+    }
 }
 
 impl From<&StashRecord> for Row {
@@ -293,6 +302,27 @@ impl OutboxStore for MemoryStore {
             s.rows
                 .values_mut()
                 .filter(|r| r.leader_id != Some(leader))
+                .take(limit)
+                .map(|r| {
+                    r.leader_id = Some(leader);
+                    r.decode(require_key)
+                })
+                .collect()
+        }))
+    }
+
+    fn mark_scoped<'a>(
+        &'a self,
+        leader: Uuid,
+        limit: usize,
+        scope: &'a BucketScope,
+    ) -> BoxFuture<'a, Result<Vec<Decoded>>> {
+        let require_key = self.inner.require_key;
+        Box::pin(self.call(Op::Mark, move |s| {
+            s.rows
+                .values_mut()
+                .filter(|r| r.leader_id != Some(leader))
+                .filter(|r| scope.buckets.binary_search(&r.bucket(scope.count)).is_ok())
                 .take(limit)
                 .map(|r| {
                     r.leader_id = Some(leader);

@@ -242,6 +242,70 @@ impl MarkCursor {
     }
 }
 
+/// How many scopes keep a cursor: a harvester owning buckets marks one scope per segment of
+/// its buckets; beyond this many, the least recently used is dropped (its next mark, if any,
+/// starts from the head).
+const SCOPES: usize = 64;
+
+/// A cursor per mark scope: the whole table (`None`), or one set of buckets (a segment of a
+/// harvester that shares the outbox by bucket: see `OutboxStore::mark_scoped`). Within a scope
+/// a [`MarkCursor`] applies unchanged ("the lowest ids not marked by this generation" among the
+/// scope's rows). Resets and foreign touches are not told which scope they hit, so they lower
+/// every scope's floor: conservative, never wrong.
+#[derive(Debug, Default)]
+pub struct Cursors {
+    /// Most recently used last.
+    scopes: Vec<(Option<Vec<u16>>, MarkCursor)>,
+}
+
+impl Cursors {
+    fn get(&mut self, scope: Option<&[u16]>) -> &mut MarkCursor {
+        let at = self.scopes.iter().position(|(s, _)| s.as_deref() == scope);
+        let entry = match at {
+            Some(i) => self.scopes.remove(i),
+            None => {
+                if self.scopes.len() >= SCOPES {
+                    self.scopes.remove(0);
+                }
+                (scope.map(<[u16]>::to_vec), MarkCursor::default())
+            }
+        };
+        self.scopes.push(entry);
+        &mut self.scopes.last_mut().expect("just pushed").1
+    }
+
+    /// [`MarkCursor::begin`] for `scope`.
+    pub fn begin(&mut self, scope: Option<&[u16]>, leader: Uuid, probe: Option<Probe>) -> Begun {
+        self.get(scope).begin(leader, probe)
+    }
+
+    /// [`MarkCursor::end`] for `scope` (a scope dropped meanwhile records nothing).
+    pub fn end(&mut self, scope: Option<&[u16]>, begun: Begun, limit: usize, marked: Marked) {
+        if let Some((_, c)) = self.scopes.iter_mut().find(|(s, _)| s.as_deref() == scope) {
+            c.end(begun, limit, marked);
+        }
+    }
+
+    /// The floor of the most recently used scope (0 when none).
+    pub fn peek(&self) -> i64 {
+        self.scopes.last().map_or(0, |(_, c)| c.peek())
+    }
+
+    /// [`MarkCursor::reset`] in every scope.
+    pub fn reset(&mut self, low: i64) {
+        for (_, c) in &mut self.scopes {
+            c.reset(low);
+        }
+    }
+
+    /// [`MarkCursor::foreign`] in every scope.
+    pub fn foreign(&mut self) {
+        for (_, c) in &mut self.scopes {
+            c.foreign();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,5 +521,51 @@ mod tests {
             bound, 99,
             "first seen at probe 100: ids above probe 98's value"
         );
+    }
+
+    #[test]
+    fn scopes_keep_floors_of_their_own_and_share_resets() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let mut c = Cursors::default();
+        let (left, right): (&[u16], &[u16]) = (&[0, 1], &[2, 3]);
+        // Two probes with no writers settle everything below the first value.
+        for _ in 0..3 {
+            let g = c.begin(Some(left), a, probe(100, &[]));
+            c.end(Some(left), g, 10, marked(10, 50));
+            let g = c.begin(Some(right), b, probe(100, &[]));
+            c.end(Some(right), g, 10, marked(3, 20));
+        }
+        let left_floor = c.begin(Some(left), a, probe(100, &[])).floor;
+        let right_floor = c.begin(Some(right), b, probe(100, &[])).floor;
+        assert!(
+            left_floor > 0 && right_floor > 0,
+            "{left_floor} {right_floor}"
+        );
+        assert_ne!(
+            left_floor, right_floor,
+            "each scope resumes where its own scan stopped"
+        );
+        // A reset lowers every scope's floor; the whole table is a scope of its own.
+        c.reset(5);
+        assert!(c.begin(Some(left), a, probe(100, &[])).floor <= 5);
+        assert!(c.begin(Some(right), b, probe(100, &[])).floor <= 5);
+        assert_eq!(c.begin(None, a, probe(100, &[])).floor, 0);
+        c.foreign();
+        assert_eq!(c.begin(Some(right), b, probe(100, &[])).floor, 0);
+    }
+
+    #[test]
+    fn the_least_recently_used_scope_is_dropped_past_the_bound() {
+        let mut c = Cursors::default();
+        let leader = Uuid::new_v4();
+        for b in 0..=SCOPES as u16 {
+            let g = c.begin(Some(&[b]), leader, probe(100, &[]));
+            c.end(Some(&[b]), g, 10, marked(1, 1));
+        }
+        assert_eq!(c.scopes.len(), SCOPES);
+        assert!(c
+            .scopes
+            .iter()
+            .all(|(s, _)| s.as_deref() != Some(&[0u16][..])));
     }
 }

@@ -26,7 +26,7 @@ pub use migrate::migrate;
 pub use stasher::Stasher;
 pub use statements::Statements;
 
-use super::{Backlog, DatabaseConfig, OutboxConfig, OutboxStore, PoolStats, Wakeups};
+use super::{Backlog, BucketScope, DatabaseConfig, OutboxConfig, OutboxStore, PoolStats, Wakeups};
 use crate::error::Error;
 use crate::outbox::{Decoded, Shape, TableName};
 use crate::Result;
@@ -69,8 +69,8 @@ pub struct PgStore {
     quarantine: TableName,
     shape: Shape,
     require_key: bool,
-    /// Where the next mark may start (see `cursor.rs`), shared by clones.
-    cursor: std::sync::Arc<parking_lot::Mutex<cursor::MarkCursor>>,
+    /// Where the next mark of each scope may start (see `cursor.rs`), shared by clones.
+    cursor: std::sync::Arc<parking_lot::Mutex<cursor::Cursors>>,
     /// The id sequence to probe: unknown until the first mark, then found or not.
     sequence: std::sync::Arc<tokio::sync::OnceCell<Option<String>>>,
     /// `outbox.mark_floor`.
@@ -211,6 +211,87 @@ impl PgStore {
             .map_err(Error::db(action))?;
         Ok(touched.len() as u64)
     }
+
+    /// A mark of the whole table (`scope` None) or of a bucket scope.
+    async fn mark_in(
+        &self,
+        leader: Uuid,
+        limit: usize,
+        scope: Option<&BucketScope>,
+    ) -> Result<Vec<Decoded>> {
+        // One mark at a time per store: the probes' order is part of the floor's argument.
+        let _serial = self.marking.lock().await;
+        let probe = self.probe().await;
+        let key = scope.map(|s| s.buckets.as_slice());
+        let begun = self.cursor.lock().begin(key, leader, probe);
+        let query = match scope {
+            None => sqlx::query(&self.statements.mark),
+            Some(_) => sqlx::query(&self.statements.mark_scoped),
+        }
+        .bind(leader)
+        .bind(limit as i64)
+        .bind(begun.floor);
+        let query = match scope {
+            None => query,
+            Some(s) => query
+                .bind(s.buckets.iter().map(|&b| i64::from(b)).collect::<Vec<_>>())
+                .bind(i64::from(s.count)),
+        };
+        let mut rows = query
+            .fetch_all(&self.pool)
+            .await
+            .map_err(Error::db("run the mark query"))?;
+        let (picked, picked_last) = match rows.first() {
+            Some(row) => (
+                row.try_get::<i64, _>("picked")
+                    .map_err(Error::db("read what the mark picked"))?,
+                row.try_get::<Option<i64>, _>("picked_last")
+                    .map_err(Error::db("read what the mark picked"))?,
+            ),
+            None => (0, None),
+        };
+        // The one row of a mark that marked nothing has no id.
+        rows.retain(|row| matches!(row.try_get::<Option<i64>, _>("id"), Ok(Some(_))));
+        let decode = match self.shape {
+            Shape::Native => decode::decode_native,
+            Shape::Goharvest => decode::decode_goharvest,
+        };
+        let mut decoded = rows
+            .iter()
+            .map(|row| decode(row, self.require_key))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(Error::db("decode marked rows"))?;
+        // RETURNING order is arbitrary; the contract is id order.
+        decoded.sort_by_key(|d| match d {
+            Ok(r) => r.id,
+            Err(p) => p.id,
+        });
+        self.cursor.lock().end(
+            key,
+            begun,
+            limit,
+            cursor::Marked {
+                picked: usize::try_from(picked).unwrap_or(0),
+                picked_last,
+                returned: decoded.len(),
+            },
+        );
+        Ok(decoded)
+    }
+
+    /// The bucket of `key` in a table of `count` buckets, as the scoped mark computes it.
+    pub async fn bucket_of(&self, key: &str, count: u16) -> Result<u16> {
+        let sql = &self.statements.bucket_of;
+        let bucket: i32 = match self.shape {
+            Shape::Native => sqlx::query_scalar(sql).bind(key.as_bytes()),
+            Shape::Goharvest => sqlx::query_scalar(sql).bind(key),
+        }
+        .bind(i64::from(count))
+        .fetch_one(&self.pool)
+        .await
+        .map_err(Error::db("compute a key's bucket"))?;
+        u16::try_from(bucket).map_err(|_| Error::Pipeline(format!("bucket {bucket} out of range")))
+    }
 }
 
 impl OutboxStore for PgStore {
@@ -232,54 +313,16 @@ impl OutboxStore for PgStore {
     }
 
     fn mark(&self, leader: Uuid, limit: usize) -> BoxFuture<'_, Result<Vec<Decoded>>> {
-        Box::pin(async move {
-            // One mark at a time per store: the probes' order is part of the floor's argument.
-            let _serial = self.marking.lock().await;
-            let probe = self.probe().await;
-            let begun = self.cursor.lock().begin(leader, probe);
-            let mut rows = sqlx::query(&self.statements.mark)
-                .bind(leader)
-                .bind(limit as i64)
-                .bind(begun.floor)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(Error::db("run the mark query"))?;
-            let (picked, picked_last) = match rows.first() {
-                Some(row) => (
-                    row.try_get::<i64, _>("picked")
-                        .map_err(Error::db("read what the mark picked"))?,
-                    row.try_get::<Option<i64>, _>("picked_last")
-                        .map_err(Error::db("read what the mark picked"))?,
-                ),
-                None => (0, None),
-            };
-            // The one row of a mark that marked nothing has no id.
-            rows.retain(|row| matches!(row.try_get::<Option<i64>, _>("id"), Ok(Some(_))));
-            let decode = match self.shape {
-                Shape::Native => decode::decode_native,
-                Shape::Goharvest => decode::decode_goharvest,
-            };
-            let mut decoded = rows
-                .iter()
-                .map(|row| decode(row, self.require_key))
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map_err(Error::db("decode marked rows"))?;
-            // RETURNING order is arbitrary; the contract is id order.
-            decoded.sort_by_key(|d| match d {
-                Ok(r) => r.id,
-                Err(p) => p.id,
-            });
-            self.cursor.lock().end(
-                begun,
-                limit,
-                cursor::Marked {
-                    picked: usize::try_from(picked).unwrap_or(0),
-                    picked_last,
-                    returned: decoded.len(),
-                },
-            );
-            Ok(decoded)
-        })
+        Box::pin(self.mark_in(leader, limit, None))
+    }
+
+    fn mark_scoped<'a>(
+        &'a self,
+        leader: Uuid,
+        limit: usize,
+        scope: &'a BucketScope,
+    ) -> BoxFuture<'a, Result<Vec<Decoded>>> {
+        Box::pin(self.mark_in(leader, limit, (!scope.is_all()).then_some(scope)))
     }
 
     fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {

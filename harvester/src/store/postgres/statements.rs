@@ -10,6 +10,10 @@ use crate::outbox::{Shape, TableName};
 #[derive(Debug, Clone)]
 pub struct Statements {
     pub mark: String,
+    /// The mark within a bucket scope (`$4` the buckets, `$5` their count).
+    pub mark_scoped: String,
+    /// The bucket of a key (`$1` the key, `$2` the bucket count), for tools and tests.
+    pub bucket_of: String,
     pub purge: String,
     pub reset: String,
     pub quarantine: String,
@@ -49,18 +53,36 @@ pub(crate) fn render(template: &str, values: &[(&str, String)]) -> String {
 impl Statements {
     pub fn new(table: &TableName, quarantine: &TableName, shape: Shape) -> Self {
         let p = placeholders(table, quarantine);
-        let (mark, stash) = match shape {
+        let (mark, stash, bucket) = match shape {
             Shape::Native => (
                 include_str!("sql/mark_native.sql"),
                 include_str!("sql/stash_native.sql"),
+                include_str!("sql/bucket_native.sql"),
             ),
             Shape::Goharvest => (
                 include_str!("sql/mark_goharvest.sql"),
                 include_str!("sql/stash_goharvest.sql"),
+                include_str!("sql/bucket_goharvest.sql"),
             ),
         };
+        let expression = |key: &str, count: &str| {
+            let code: Vec<&str> = bucket
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("--"))
+                .collect();
+            render(
+                code.join(" ").trim(),
+                &[("{{key}}", key.to_owned()), ("{{count}}", count.to_owned())],
+            )
+        };
+        let scope = format!(
+            " AND ({}) = ANY($4::BIGINT[])",
+            expression("kafka_key", "$5::BIGINT")
+        );
         Statements {
-            mark: render(mark, &p),
+            mark: render(&mark.replace("{{scope}}", ""), &p),
+            mark_scoped: render(&mark.replace("{{scope}}", &scope), &p),
+            bucket_of: format!("SELECT ({})::INT", expression("$1", "$2::BIGINT")),
             purge: render(include_str!("sql/purge.sql"), &p),
             reset: render(include_str!("sql/reset.sql"), &p),
             quarantine: render(include_str!("sql/quarantine.sql"), &p),

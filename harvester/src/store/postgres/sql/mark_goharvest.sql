@@ -3,7 +3,7 @@
 WITH picked AS MATERIALIZED (
     SELECT ARRAY(
         SELECT id FROM {{outbox}}
-        WHERE id >= $3 AND (leader_id IS NULL OR leader_id <> $1)
+        WHERE id >= $3 AND (leader_id IS NULL OR leader_id <> $1){{scope}}
         ORDER BY id
         LIMIT $2
     ) AS ids

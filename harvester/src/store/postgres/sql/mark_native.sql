@@ -4,11 +4,13 @@
 -- `IN (subquery)` Postgres plans a hash join over the whole table, re-plans every call, and
 -- planning itself walks the dead head of the index), and the statement always returns one row
 -- more or less: how many rows the scan picked and the last of them, even when a concurrent
--- delete left none to mark (then the row's id is NULL).
+-- delete left none to mark (then the row's id is NULL). The scope placeholder after the leader
+-- condition is empty for the whole table; a scoped mark (mark_scoped) puts there
+-- `AND <the row's bucket> = ANY($4)`, $5 the bucket count (bucket_native.sql).
 WITH picked AS MATERIALIZED (
     SELECT ARRAY(
         SELECT id FROM {{outbox}}
-        WHERE id >= $3 AND (leader_id IS NULL OR leader_id <> $1)
+        WHERE id >= $3 AND (leader_id IS NULL OR leader_id <> $1){{scope}}
         ORDER BY id
         LIMIT $2
     ) AS ids
