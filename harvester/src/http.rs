@@ -163,8 +163,8 @@ async fn route(
         }
         "/readyz" => {
             let mut problems = Vec::new();
-            if h.elector().state() != ElectorState::Live {
-                problems.push(format!("elector is {:?}", h.elector().state()));
+            if let Some(e) = h.elector().filter(|e| e.state() != ElectorState::Live) {
+                problems.push(format!("elector is {:?}", e.state()));
             }
             match tokio::time::timeout(Duration::from_secs(2), h.store().ping()).await {
                 Ok(Ok(())) => {}

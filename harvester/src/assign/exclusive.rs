@@ -89,6 +89,10 @@ impl Assignor for Exclusive {
         bucket < self.count && self.elector.is_leader()
     }
 
+    fn owns_all(&self, buckets: &[u16]) -> bool {
+        self.elector.is_leader() && buckets.iter().all(|b| *b < self.count)
+    }
+
     fn take_events(&self) -> Option<AssignmentEvents> {
         self.events.lock().take()
     }

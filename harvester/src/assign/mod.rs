@@ -23,6 +23,7 @@
 //! Kafka's group protocol (non-exclusive NELI) and etcd (Rink's sticky ranked ring).
 
 pub mod exclusive;
+pub mod mock;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -121,6 +122,13 @@ pub trait Assignor: Send + Sync + fmt::Debug + 'static {
     /// Whether this member may act on `bucket` now (the same check as [`Assignor::owned`]).
     fn owns(&self, bucket: u16) -> bool {
         self.owned().contains(&bucket)
+    }
+
+    /// Whether this member may act on every one of `buckets` now. Asked before every mark and
+    /// every send of a segment: an implementation should answer with one deadline check.
+    fn owns_all(&self, buckets: &[u16]) -> bool {
+        let owned = self.owned();
+        buckets.iter().all(|b| owned.contains(b))
     }
 
     /// The event stream; `None` after the first call.

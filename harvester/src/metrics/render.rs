@@ -122,7 +122,12 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
         "gauge",
         "The current term and leader id (1 while leading).",
     );
-    match (h.elector().term(), h.leader_id()) {
+    // A harvester sharing by bucket has no elector term: its segment's leader id stands in.
+    let term = match h.elector() {
+        Some(e) => e.term().map(|t| t.to_string()),
+        None => h.leader_id().map(|id| id.to_string()),
+    };
+    match (term, h.leader_id()) {
         (Some(term), Some(leader_id)) if leading => {
             let _ = writeln!(
                 e.out,

@@ -53,17 +53,18 @@ pub(crate) async fn run(
         ctx.stats
             .in_flight_records
             .fetch_add(n as i64, Ordering::Relaxed);
-        if !ctx.elector.is_leader() {
+        if !ctx.may_act() {
             ctx.release(n);
             pause(Duration::from_millis(10), &graceful, &hard).await;
             continue;
         }
         let generation = ctx.current_generation();
         let started = std::time::Instant::now();
-        let rows = match ctx
-            .bounded("run the mark query", ctx.store.mark(generation, n))
-            .await
-        {
+        let mark = match &ctx.scope {
+            None => ctx.store.mark(generation, n),
+            Some(scope) => ctx.store.mark_scoped(generation, n, scope),
+        };
+        let rows = match ctx.bounded("run the mark query", mark).await {
             Ok(rows) => rows,
             Err(e) => {
                 Stats::add(&ctx.stats.db_errors, 1);

@@ -37,7 +37,8 @@
 //!
 //! ## Ports
 //! The stages reach the database only through [`crate::store::OutboxStore`] and leadership only
-//! through [`crate::election::Elector`], both held in the [`TermContext`]; every store keeps the
+//! through a gate (the elector's `is_leader()`, or the assignor's ownership of the term's
+//! buckets), both held in the [`TermContext`]; every store keeps the
 //! contract written on that trait, and this module assumes nothing beyond it.
 
 // The per-key queues, purge batches and key routing are pure, CPU-bound structures on the
@@ -67,8 +68,7 @@ use uuid::Uuid;
 pub(crate) use crate::stats::Stats;
 
 use crate::config::Limits;
-use crate::election::Elector;
-use crate::store::OutboxStore;
+use crate::store::{BucketScope, OutboxStore};
 use crate::Result;
 #[cfg(feature = "internals")]
 pub use producer::message_headers;
@@ -95,12 +95,18 @@ pub(crate) struct Done {
     pub ids: Vec<i64>,
 }
 
+/// Whether the term may act now: the elector's `is_leader()`, or for a segment of a
+/// harvester sharing the outbox by bucket, whether it still owns every bucket of the segment.
+/// Deadline-checked by whoever answers it; asked before every mark and every send.
+pub(crate) type Gate = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// What the stages of one term share.
-#[derive(Debug)]
 pub(crate) struct TermContext {
     pub store: Arc<dyn OutboxStore>,
     pub limits: Limits,
-    pub elector: Arc<dyn Elector>,
+    pub gate: Gate,
+    /// The buckets this term marks (None: the whole table).
+    pub scope: Option<BucketScope>,
     pub stats: Arc<Stats>,
     /// Leader ids used in this term; the last is current. Purge and reset accept any of them.
     pub generations: Arc<RwLock<Vec<Uuid>>>,
@@ -114,7 +120,22 @@ pub(crate) struct TermContext {
     pub epoch: u64,
 }
 
+impl std::fmt::Debug for TermContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TermContext")
+            .field("store", &self.store)
+            .field("scope", &self.scope)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
 impl TermContext {
+    /// Whether the term may act now (see [`Gate`]).
+    pub fn may_act(&self) -> bool {
+        (self.gate)()
+    }
+
     pub fn current_generation(&self) -> Uuid {
         *self
             .generations

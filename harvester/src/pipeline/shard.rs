@@ -158,7 +158,7 @@ impl Shard {
         let Some(front) = self.keys.sendable(key) else {
             return Ok(());
         };
-        if !self.ctx.elector.is_leader() {
+        if !self.ctx.may_act() {
             self.retry.push(key.clone());
             return Ok(());
         }

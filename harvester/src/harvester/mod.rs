@@ -10,6 +10,8 @@
 //! releases the hand-off barrier. A pipeline that fails on its own is restarted with a fresh
 //! leader id while the term lasts. Shutdown is a `CancellationToken` passed to [`Harvester::run`].
 
+mod buckets;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,12 +23,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::assign::Assignor;
 use crate::config::Config;
 use crate::election::{ElectionEvent, Elector, Term};
 use crate::error::Error;
-use crate::pipeline::{run_term, ShardProducer, TermContext};
+use crate::pipeline::{run_term, Gate, ShardProducer, TermContext};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::store::postgres::PgStore;
+use crate::store::BucketScope;
 use crate::store::OutboxStore;
 use crate::Result;
 
@@ -67,11 +71,20 @@ struct Status {
 pub struct Harvester {
     config: Config,
     store: Arc<dyn OutboxStore>,
-    elector: Arc<dyn Elector>,
+    coordination: Coordination,
     stats: Arc<Stats>,
     status: Arc<RwLock<Status>>,
     events: broadcast::Sender<HarvestEvent>,
     epochs: AtomicU64,
+}
+
+/// Who says what this harvester may work on.
+#[derive(Debug, Clone)]
+enum Coordination {
+    /// One leader for the whole outbox.
+    Leader(Arc<dyn Elector>),
+    /// A share of the outbox by bucket, with other harvesters (see [`crate::assign`]).
+    Buckets(Arc<dyn Assignor>),
 }
 
 struct RunningTerm {
@@ -102,20 +115,40 @@ impl Harvester {
         store: Arc<dyn OutboxStore>,
         elector: Arc<dyn Elector>,
     ) -> Result<Self> {
+        Self::coordinated(config, store, Coordination::Leader(elector)).await
+    }
+
+    /// A harvester that shares the outbox with others by bucket: it marks only the buckets
+    /// `assignor` gives it, each acquisition under a leader id of its own, and hands buckets
+    /// over with the assignor's barrier while its other buckets keep flowing. With
+    /// [`crate::assign::exclusive::Exclusive`] it owns every bucket while its elector leads.
+    pub async fn with_assignor(
+        config: Config,
+        store: Arc<dyn OutboxStore>,
+        assignor: Arc<dyn Assignor>,
+    ) -> Result<Self> {
+        Self::coordinated(config, store, Coordination::Buckets(assignor)).await
+    }
+
+    async fn coordinated(
+        config: Config,
+        store: Arc<dyn OutboxStore>,
+        coordination: Coordination,
+    ) -> Result<Self> {
         config.validate()?;
         if config.database.migrate {
             store.migrate().await?;
         }
-        tracing::info!(
-            store = %store.describe(),
-            elector = %elector.describe(),
-            "harvester ready"
-        );
+        let by = match &coordination {
+            Coordination::Leader(e) => e.describe(),
+            Coordination::Buckets(a) => a.describe(),
+        };
+        tracing::info!(store = %store.describe(), coordination = %by, "harvester ready");
         let (events, _) = broadcast::channel(1024);
         Ok(Harvester {
             config,
             store,
-            elector,
+            coordination,
             stats: Arc::new(Stats::default()),
             status: Arc::new(RwLock::new(Status {
                 state: HarvesterState::Created,
@@ -166,14 +199,28 @@ impl Harvester {
         self.status.read().state
     }
 
-    /// Whether this harvester leads now (deadline-checked by the elector).
+    /// Whether this harvester leads now, or (sharing by bucket) owns at least one bucket;
+    /// deadline-checked by the elector or the assignor.
     pub fn is_leader(&self) -> bool {
-        self.elector.is_leader()
+        match &self.coordination {
+            Coordination::Leader(e) => e.is_leader(),
+            Coordination::Buckets(a) => !a.owned().is_empty(),
+        }
     }
 
-    /// The leader id rows are currently marked with, while leading.
+    /// The buckets this harvester owns now (every bucket while a single leader leads: see
+    /// [`Harvester::with_assignor`]); None for a harvester run by an elector.
+    pub fn owned_buckets(&self) -> Option<crate::assign::Buckets> {
+        match &self.coordination {
+            Coordination::Leader(_) => None,
+            Coordination::Buckets(a) => Some(a.owned()),
+        }
+    }
+
+    /// The leader id rows are currently marked with, while leading (the most recent
+    /// segment's, for a harvester sharing by bucket).
     pub fn leader_id(&self) -> Option<Uuid> {
-        if self.elector.is_leader() {
+        if self.is_leader() {
             self.status.read().leader_id
         } else {
             None
@@ -202,16 +249,27 @@ impl Harvester {
 
     /// When the current term started, while leading.
     pub fn leading_since(&self) -> Option<std::time::SystemTime> {
-        if self.elector.is_leader() {
+        if self.is_leader() {
             self.status.read().leading_since
         } else {
             None
         }
     }
 
-    /// The elector.
-    pub fn elector(&self) -> &Arc<dyn Elector> {
-        &self.elector
+    /// The elector, for a harvester run by one.
+    pub fn elector(&self) -> Option<&Arc<dyn Elector>> {
+        match &self.coordination {
+            Coordination::Leader(e) => Some(e),
+            Coordination::Buckets(_) => None,
+        }
+    }
+
+    /// The assignor, for a harvester sharing the outbox by bucket.
+    pub fn assignor(&self) -> Option<&Arc<dyn Assignor>> {
+        match &self.coordination {
+            Coordination::Leader(_) => None,
+            Coordination::Buckets(a) => Some(a),
+        }
     }
 
     /// The outbox store.
@@ -234,8 +292,18 @@ impl Harvester {
 
     /// Runs until `cancel`: then stops marking, drains, purges, leaves the group and returns.
     pub async fn run(&self, cancel: CancellationToken) -> Result<()> {
-        let mut events = self
-            .elector
+        match self.coordination.clone() {
+            Coordination::Leader(elector) => self.run_leader(&elector, cancel).await,
+            Coordination::Buckets(assignor) => self.run_buckets(&assignor, cancel).await,
+        }
+    }
+
+    async fn run_leader(
+        &self,
+        elector: &Arc<dyn Elector>,
+        cancel: CancellationToken,
+    ) -> Result<()> {
+        let mut events = elector
             .take_events()
             .ok_or(Error::Closed("the elector's event stream"))?;
         self.set_state(HarvesterState::Running);
@@ -243,7 +311,7 @@ impl Harvester {
         let mut meter = tokio::time::interval(self.config.limits.min_metrics_interval);
         meter.tick().await;
         let mut running: Option<RunningTerm> = None;
-        let elector_closed = self.elector.closed();
+        let elector_closed = elector.closed();
         tokio::pin!(elector_closed);
         let outcome = loop {
             tokio::select! {
@@ -252,15 +320,15 @@ impl Harvester {
                 ended = &mut elector_closed => {
                     self.stop(running.take(), true).await;
                     break ended.and(Err(Error::Election {
-                        elector: self.elector.describe(),
+                        elector: elector.describe(),
                         source: Arc::new(Error::Closed("the elector")),
                     }));
                 }
                 event = events.recv() => match event {
-                    None => break self.elector.closed().await,
+                    None => break elector.closed().await,
                     Some(ElectionEvent::Acquired { term }) => {
                         self.stop(running.take(), true).await;
-                        running = Some(self.start(term, term.id(), &refresh_tx));
+                        running = Some(self.start(term, term.id(), &refresh_tx, leader_gate(elector), None));
                         self.status.write().leading_since = Some(std::time::SystemTime::now());
                         Stats::add(&self.stats.terms, 1);
                         self.emit(HarvestEvent::Acquired { leader_id: term.id() });
@@ -289,8 +357,8 @@ impl Harvester {
                         Err(e) => tracing::error!("pipeline panicked: {e}; restarting with a fresh leader id"),
                     }
                     tokio::time::sleep(self.config.limits.io_error_backoff).await;
-                    if self.elector.term() == Some(term) {
-                        running = Some(self.start(term, Uuid::new_v4(), &refresh_tx));
+                    if elector.term() == Some(term) {
+                        running = Some(self.start(term, Uuid::new_v4(), &refresh_tx, leader_gate(elector), None));
                     }
                 }
                 _ = meter.tick() => self.emit(HarvestEvent::Meter(self.stats.snapshot())),
@@ -298,12 +366,12 @@ impl Harvester {
         };
         self.set_state(HarvesterState::Closing);
         self.stop(running.take(), false).await;
-        self.elector.close();
+        elector.close();
         // The elector's revoke barrier may fire while closing: acknowledge it (the pipeline is
         // already stopped) until the elector reports closed.
         let bound = self.config.leader.revoke_timeout() + Duration::from_secs(5);
         let closing = async {
-            let closed = self.elector.closed();
+            let closed = elector.closed();
             tokio::pin!(closed);
             let mut open = true;
             loop {
@@ -334,6 +402,8 @@ impl Harvester {
         term: Term,
         generation: Uuid,
         refresh: &mpsc::UnboundedSender<Uuid>,
+        gate: Gate,
+        scope: Option<BucketScope>,
     ) -> RunningTerm {
         let epoch = self.epochs.fetch_add(1, Ordering::Relaxed) + 1;
         self.status.write().leader_id = Some(generation);
@@ -342,7 +412,8 @@ impl Harvester {
             store: Arc::clone(&self.store),
             permits: Arc::new(Semaphore::new(limits.max_in_flight_records)),
             limits,
-            elector: Arc::clone(&self.elector),
+            gate,
+            scope,
             stats: Arc::clone(&self.stats),
             generations: Arc::new(RwLock::new(vec![generation])),
             force_remark: Arc::new(AtomicBool::new(false)),
@@ -418,6 +489,12 @@ impl Harvester {
             join,
         }
     }
+}
+
+/// The gate of a term led by `elector`: its deadline-checked `is_leader()`.
+fn leader_gate(elector: &Arc<dyn Elector>) -> Gate {
+    let elector = Arc::clone(elector);
+    Arc::new(move || elector.is_leader())
 }
 
 /// A running harvester.
