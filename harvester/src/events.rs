@@ -23,6 +23,9 @@ impl HarvestEvent {
             }
             HarvestEvent::Revoked => serde_json::json!({"kind": "revoked", "t": t}),
             HarvestEvent::Fenced => serde_json::json!({"kind": "fenced", "t": t}),
+            HarvestEvent::Buckets { owned } => {
+                serde_json::json!({"kind": "buckets", "owned": owned, "t": t})
+            }
             HarvestEvent::Meter(s) => serde_json::json!({
                 "kind": "meter", "t": t, "published": s.published, "purged": s.purged,
                 "in_flight_records": s.in_flight_records, "in_flight_keys": s.in_flight_keys,

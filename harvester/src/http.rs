@@ -153,6 +153,15 @@ async fn route(
             crate::metrics::scrape(h).await,
         ),
         "/healthz" => (200, "text/plain", "ok\n".into()),
+        // The buckets owned now (deadline-checked), for a harvester sharing by bucket.
+        "/buckets" => match h.owned_buckets() {
+            Some(owned) => (
+                200,
+                "application/json",
+                format!("{}\n", serde_json::json!({ "owned": owned })),
+            ),
+            None => (404, "text/plain", "not sharing by bucket\n".into()),
+        },
         "/leader" => {
             if h.is_leader() {
                 let id = h.leader_id().map(|i| i.to_string()).unwrap_or_default();

@@ -24,6 +24,17 @@
 //!   [`election::mock`] (for tests). `[leader] kind = ...` in the config
 //!   ([`config::LeaderConfig`]) picks one.
 //!
+//! Scale-out adds a third seam beside the elector: **the bucket assignor**
+//! ([`assign::Assignor`]). Every row is in bucket `hash(key) mod B` (computed by the store from
+//! the key: [`store::OutboxStore::mark_scoped`]); an assignor gives each member of a group a
+//! set of buckets, with the elector's three promises per bucket (acquired, revoked with a
+//! hand-off barrier, fenced; ownership deadline-checked). A harvester built with
+//! [`Harvester::with_assignor`] runs one pipeline per segment of buckets acquired together,
+//! each under a fresh leader id, so per-key order and leader-conditioned purges hold across the
+//! group. Implementations: [`assign::exclusive`] (any elector: the leader owns every bucket),
+//! [`assign::neli`] (non-exclusive NELI: buckets follow the partitions of the leader topic),
+//! `assign::rink` (Rink's sticky ranked ring on etcd; feature `etcd`) and [`assign::mock`].
+//!
 //! Around them:
 //! - **Pipeline** (private): the marker escrows rows in id order, N producer shards (idempotent
 //!   producers, routed by key hash) keep one record per key in flight without blocking other

@@ -114,6 +114,38 @@ impl super::Harvester {
         }
     }
 
+    /// Applies one assignment event to the segments.
+    async fn on_assignment(
+        &self,
+        assignor: &Arc<dyn Assignor>,
+        segments: &mut Vec<Segment>,
+        event: AssignmentEvent,
+        refresh_tx: &mpsc::UnboundedSender<Uuid>,
+    ) {
+        match event {
+            AssignmentEvent::Acquired { buckets } => {
+                let held: Buckets = segments.iter().flat_map(|s| s.buckets.clone()).collect();
+                let new: Buckets = buckets.difference(&held).copied().collect();
+                if !new.is_empty() {
+                    segments.push(self.start_segment(assignor, new, refresh_tx));
+                }
+            }
+            AssignmentEvent::Fenced { buckets } => {
+                self.cut(assignor, segments, &buckets, true, refresh_tx)
+                    .await;
+                Stats::add(&self.stats.fences, 1);
+                self.emit(HarvestEvent::Fenced);
+            }
+            AssignmentEvent::Revoked { buckets, ack } => {
+                self.cut(assignor, segments, &buckets, false, refresh_tx)
+                    .await;
+                ack.ack();
+                Stats::add(&self.stats.revokes, 1);
+                self.emit(HarvestEvent::Revoked);
+            }
+        }
+    }
+
     pub(super) async fn run_buckets(
         &self,
         assignor: &Arc<dyn Assignor>,
@@ -140,27 +172,11 @@ impl super::Harvester {
                         source: Arc::new(Error::Closed("the assignor")),
                     }));
                 }
-                event = events.recv() => match event {
-                    None => break assignor.closed().await,
-                    Some(AssignmentEvent::Acquired { buckets }) => {
-                        let held: Buckets = segments.iter().flat_map(|s| s.buckets.clone()).collect();
-                        let new: Buckets = buckets.difference(&held).copied().collect();
-                        if !new.is_empty() {
-                            segments.push(self.start_segment(assignor, new, &refresh_tx));
-                        }
-                    }
-                    Some(AssignmentEvent::Fenced { buckets }) => {
-                        self.cut(assignor, &mut segments, &buckets, true, &refresh_tx).await;
-                        Stats::add(&self.stats.fences, 1);
-                        self.emit(HarvestEvent::Fenced);
-                    }
-                    Some(AssignmentEvent::Revoked { buckets, ack }) => {
-                        self.cut(assignor, &mut segments, &buckets, false, &refresh_tx).await;
-                        ack.ack();
-                        Stats::add(&self.stats.revokes, 1);
-                        self.emit(HarvestEvent::Revoked);
-                    }
-                },
+                event = events.recv() => {
+                    let Some(event) = event else { break assignor.closed().await };
+                    self.on_assignment(assignor, &mut segments, event, &refresh_tx).await;
+                    self.emit(HarvestEvent::Buckets { owned: assignor.owned().into_iter().collect() });
+                }
                 Some(generation) = refresh_rx.recv() => {
                     self.status.write().leader_id = Some(generation);
                     self.emit(HarvestEvent::Refreshed { leader_id: generation });

@@ -47,6 +47,8 @@ pub enum HarvestEvent {
     Fenced,
     /// Periodic counters (every `limits.min_metrics_interval`).
     Meter(StatsSnapshot),
+    /// The buckets this harvester owns, after each change (a harvester sharing by bucket).
+    Buckets { owned: Vec<u16> },
 }
 
 /// Lifecycle of a harvester.
