@@ -225,11 +225,30 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     let mut skipped = Vec::new();
     for name in &names {
         let scenario = file.scenario[name].clone().scaled(o.scale);
-        let variants: Vec<Option<u32>> = if scenario.keys_sweep.is_empty() {
+        let keys: Vec<Option<u32>> = if scenario.keys_sweep.is_empty() {
             vec![None]
         } else {
             scenario.keys_sweep.iter().copied().map(Some).collect()
         };
+        let fleets: Vec<Option<usize>> = if scenario.harvesters_sweep.is_empty() {
+            vec![None]
+        } else {
+            scenario
+                .harvesters_sweep
+                .iter()
+                .copied()
+                .map(Some)
+                .collect()
+        };
+        let variants: Vec<crate::run::Variant> = keys
+            .iter()
+            .flat_map(|k| {
+                fleets.iter().map(|h| crate::run::Variant {
+                    keys: *k,
+                    harvesters: *h,
+                })
+            })
+            .collect();
         if let Some(b) = scenario.backlog {
             if let Some(short) = disk_shortfall(&bench.database_url, b.rows, b.value_bytes).await {
                 eprintln!("== {name}: skipped: {short}");
@@ -237,12 +256,9 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
                 continue;
             }
         }
-        for keys in variants {
-            eprintln!(
-                "== {name}{}",
-                keys.map(|k| format!(" ({k} keys)")).unwrap_or_default()
-            );
-            let result = crate::run::run(&bench, name, &scenario, keys).await?;
+        for variant in variants {
+            eprintln!("== {}", variant.label(name));
+            let result = crate::run::run(&bench, name, &scenario, variant).await?;
             eprintln!(
                 "   {} committed {}, delivered {}, lost {}, reordered {}, duplicates {}",
                 result.verdict,

@@ -199,6 +199,36 @@ impl Fleet {
         )))
     }
 
+    /// For harvesters sharing the outbox by bucket (their `/buckets` answers): waits until
+    /// every member owns at least one bucket, so a scale-out run measures all of them. Returns
+    /// whether they share (false for a single-leader kind, at once).
+    pub fn wait_sharing(&self, timeout: Duration) -> Result<bool, BenchError> {
+        let owned = |m: &Member| -> Option<usize> {
+            let (status, body) = testkit::http::get(m.http, "/buckets").ok()?;
+            if status != 200 {
+                return None;
+            }
+            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+            Some(v["owned"].as_array().map_or(0, Vec::len))
+        };
+        let deadline = Instant::now() + timeout;
+        loop {
+            let counts: Vec<Option<usize>> = self.members.iter().map(owned).collect();
+            if counts.iter().any(Option::is_none) {
+                return Ok(false);
+            }
+            if counts.iter().all(|c| c.unwrap_or(0) > 0) {
+                return Ok(true);
+            }
+            if Instant::now() > deadline {
+                return Err(BenchError::Run(format!(
+                    "the harvesters did not all own buckets within {timeout:?}: {counts:?}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// SIGTERM everyone still running and wait (bounded) for them to exit.
     pub fn stop(&mut self) {
         for m in &self.members {

@@ -120,6 +120,11 @@ pub struct Scenario {
     /// uniform over that many keys.
     #[serde(default)]
     pub keys_sweep: Vec<u32>,
+    /// Run once per harvester count (scale-out: with a kind that shares the outbox by bucket,
+    /// `leader.kind = "neli_buckets"` or `"rink"`, every harvester works), overriding
+    /// `harvesters`.
+    #[serde(default)]
+    pub harvesters_sweep: Vec<usize>,
     /// Harvester settings for this scenario (`limits.max_in_flight_records = 5000`), on top of
     /// the file's `[base.settings]`.
     #[serde(default)]
@@ -265,6 +270,9 @@ impl Scenario {
                 scenario: name.to_owned(),
                 message: e.to_string(),
             })?;
+        }
+        if self.harvesters_sweep.contains(&0) {
+            return bad("harvesters_sweep values must be at least 1");
         }
         if self.rate_share.is_some_and(|s| !(s > 0.0 && s <= 1.0)) {
             return bad("rate_share must be in (0, 1]");

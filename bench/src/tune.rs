@@ -129,8 +129,13 @@ pub async fn sweep(
                     toml::Value::String(in_flight.to_string()),
                 );
             }
-            let run =
-                crate::run::run(bench, &format!("{name} {}={value}", dim.path), &s, None).await?;
+            let run = crate::run::run(
+                bench,
+                &format!("{name} {}={value}", dim.path),
+                &s,
+                crate::run::Variant::default(),
+            )
+            .await?;
             if let (Some(rate), Some(w)) = (run.target_records_per_s, scenario.writers.as_mut()) {
                 if scenario.rate_share.take().is_some() {
                     eprintln!("   the sweep's load is fixed at {rate:.0} records/s");

@@ -154,7 +154,9 @@ async fn main() {
                 if summary.all_passed {
                     0
                 } else {
-                    eprintln!("bench: some runs lost or reordered records (see the table)");
+                    eprintln!(
+                        "bench: some runs did not pass: failed (lost or reordered records) or inconclusive (see each run's verdict)"
+                    );
                     1
                 }
             }

@@ -59,17 +59,41 @@ async fn until(at: Instant) {
     tokio::time::sleep_until(at.into()).await;
 }
 
-/// Runs one scenario (a `keys_sweep` variant when `keys` is set).
+/// One run of a scenario's sweeps: a `keys_sweep` and a `harvesters_sweep` value, each if set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Variant {
+    pub keys: Option<u32>,
+    pub harvesters: Option<usize>,
+}
+
+impl Variant {
+    /// `name`, `name/10-keys`, `name/4-harvesters`, or both.
+    pub fn label(&self, name: &str) -> String {
+        let mut label = name.to_owned();
+        if let Some(k) = self.keys {
+            label.push_str(&format!("/{k}-keys"));
+        }
+        if let Some(h) = self.harvesters {
+            label.push_str(&format!("/{h}-harvesters"));
+        }
+        label
+    }
+}
+
+/// Runs one scenario (one variant of its sweeps).
 pub async fn run(
     bench: &Bench,
     name: &str,
     scenario: &Scenario,
-    keys: Option<u32>,
+    variant: Variant,
 ) -> Result<RunResult, BenchError> {
-    let label = match keys {
-        Some(k) => format!("{name}/{k}-keys"),
-        None => name.to_owned(),
-    };
+    let label = variant.label(name);
+    let keys = variant.keys;
+    let mut scenario = scenario.clone();
+    if let Some(h) = variant.harvesters {
+        scenario.harvesters = h;
+    }
+    let scenario = &scenario;
     let started_at = chrono::Utc::now().to_rfc3339();
     // Ground: the bench's own Postgres for pg-restart, an isolated cluster for broker faults
     // and for resized topics.
@@ -376,6 +400,10 @@ async fn run_on(
         )
     })?;
     tokio::task::block_in_place(|| fleet.wait_leader(Duration::from_secs(60)))?;
+    if fleet.members.len() > 1 {
+        // Sharing by bucket: measure once every member has some (single leaders: no wait).
+        tokio::task::block_in_place(|| fleet.wait_sharing(Duration::from_secs(60)))?;
+    }
     // The measured part: from a leader on to the end of the drain.
     let harvester_cpu_before = fleet.totals().cpu_seconds;
     let meter = cpu::CpuMeter::start(broker.pid(), cpu::is_local(&ground.url));
@@ -830,6 +858,15 @@ mod tests {
     use super::*;
     use crate::receipts::{Collected, PartitionLog};
     use std::collections::HashSet;
+
+    #[test]
+    fn variants_are_labelled_by_their_sweeps() {
+        let v = |keys, harvesters| Variant { keys, harvesters }.label("s");
+        assert_eq!(v(None, None), "s");
+        assert_eq!(v(Some(10), None), "s/10-keys");
+        assert_eq!(v(None, Some(4)), "s/4-harvesters");
+        assert_eq!(v(Some(1), Some(2)), "s/1-keys/2-harvesters");
+    }
 
     fn committed(n: u64) -> Vec<workloads::Committed> {
         let now = Instant::now();

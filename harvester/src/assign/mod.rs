@@ -24,6 +24,9 @@
 
 pub mod exclusive;
 pub mod mock;
+pub mod neli;
+#[cfg(feature = "etcd")]
+pub mod rink;
 
 use std::collections::BTreeSet;
 use std::fmt;

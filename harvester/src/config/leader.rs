@@ -10,6 +10,10 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::assign::neli::{NeliAssignor, NeliAssignorConfig};
+#[cfg(feature = "etcd")]
+use crate::assign::rink::{Rink, RinkConfig};
+use crate::assign::Assignor;
 #[cfg(feature = "etcd")]
 use crate::election::etcd::{Etcd, EtcdConfig};
 #[cfg(feature = "nats")]
@@ -44,6 +48,14 @@ pub enum LeaderConfig {
     /// (feature `etcd`).
     #[cfg(feature = "etcd")]
     Etcd(EtcdConfig),
+    /// Non-exclusive NELI: the outbox is shared by bucket; buckets follow the partitions of the
+    /// leader topic, which Kafka's group coordinator spreads over the members (scale-out).
+    NeliBuckets(NeliAssignorConfig),
+    /// Rink's sticky ranked ring on etcd: the outbox is shared by bucket; buckets map to the
+    /// members' ranks by consistent hashing, joins wait for a rebalance delay (scale-out;
+    /// feature `etcd`).
+    #[cfg(feature = "etcd")]
+    Rink(RinkConfig),
 }
 
 /// Every kind, with the cargo feature that builds it (NELI is always there).
@@ -52,7 +64,16 @@ const KINDS: &[(&str, &str)] = &[
     ("nats_kv", "nats"),
     ("zookeeper", "zookeeper"),
     ("etcd", "etcd"),
+    ("neli_buckets", ""),
+    ("rink", "etcd"),
 ];
+
+/// What a `[leader]` kind builds: one leader for the whole outbox, or a share of it by bucket.
+#[derive(Debug, Clone)]
+pub enum Coordinator {
+    Elector(Arc<dyn Elector>),
+    Assignor(Arc<dyn Assignor>),
+}
 
 fn kind_names() -> Vec<&'static str> {
     KINDS.iter().map(|(k, _)| *k).collect()
@@ -102,11 +123,21 @@ impl<'de> Deserialize<'de> for LeaderConfig {
             "etcd" => EtcdConfig::deserialize(rest)
                 .map(LeaderConfig::Etcd)
                 .map_err(D::Error::custom),
+            "neli_buckets" => NeliAssignorConfig::deserialize(rest)
+                .map(LeaderConfig::NeliBuckets)
+                .map_err(D::Error::custom),
+            #[cfg(feature = "etcd")]
+            "rink" => RinkConfig::deserialize(rest)
+                .map(LeaderConfig::Rink)
+                .map_err(D::Error::custom),
             other => match KINDS.iter().find(|(k, _)| *k == other) {
                 Some((_, feature)) => Err(D::Error::custom(format!(
                     "leader.kind {other:?} is not built in: build the harvester with the cargo feature {feature:?} (the reaper and elector binaries have every elector)"
                 ))),
-                None => Err(D::Error::unknown_variant(other, &["neli", "nats_kv", "zookeeper", "etcd"])),
+                None => Err(D::Error::unknown_variant(
+                    other,
+                    &["neli", "nats_kv", "zookeeper", "etcd", "neli_buckets", "rink"],
+                )),
             },
         }
     }
@@ -129,6 +160,19 @@ impl LeaderConfig {
             LeaderConfig::ZooKeeper(_) => "zookeeper",
             #[cfg(feature = "etcd")]
             LeaderConfig::Etcd(_) => "etcd",
+            LeaderConfig::NeliBuckets(_) => "neli_buckets",
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Rink(_) => "rink",
+        }
+    }
+
+    /// Whether the kind shares the outbox by bucket (several harvesters work at once).
+    pub fn shares_by_bucket(&self) -> bool {
+        match self {
+            LeaderConfig::NeliBuckets(_) => true,
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Rink(_) => true,
+            _ => false,
         }
     }
 
@@ -165,6 +209,13 @@ impl LeaderConfig {
             LeaderConfig::ZooKeeper(c) => c.problems("leader"),
             #[cfg(feature = "etcd")]
             LeaderConfig::Etcd(c) => c.problems("leader"),
+            LeaderConfig::NeliBuckets(c) => {
+                let mut p = c.validate("leader");
+                p.extend(neli::kafka_problems(kafka, &c.resolve().neli, "kafka"));
+                p
+            }
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Rink(c) => c.problems("leader"),
         }
     }
 
@@ -179,6 +230,9 @@ impl LeaderConfig {
             LeaderConfig::ZooKeeper(c) => c.lease(),
             #[cfg(feature = "etcd")]
             LeaderConfig::Etcd(c) => c.lease(),
+            LeaderConfig::NeliBuckets(c) => c.heartbeat_timeout,
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Rink(c) => c.resolve().lease(),
         }
     }
 
@@ -194,6 +248,10 @@ impl LeaderConfig {
             LeaderConfig::ZooKeeper(c) => c.succession(),
             #[cfg(feature = "etcd")]
             LeaderConfig::Etcd(c) => c.succession(),
+            LeaderConfig::NeliBuckets(c) => c.heartbeat_timeout * 3,
+            // A vanished member's rank moves only after its key expired with its lease.
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Rink(c) => c.ttl,
         }
     }
 
@@ -214,6 +272,9 @@ impl LeaderConfig {
             LeaderConfig::ZooKeeper(c) => c.revoke_timeout(),
             #[cfg(feature = "etcd")]
             LeaderConfig::Etcd(c) => c.revoke_timeout(),
+            LeaderConfig::NeliBuckets(c) => c.resolve().neli.revoke_timeout,
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Rink(c) => c.revoke_timeout(),
         }
     }
 
@@ -229,6 +290,26 @@ impl LeaderConfig {
             LeaderConfig::ZooKeeper(c) => Ok(Arc::new(ZooKeeper::start(c).await?)),
             #[cfg(feature = "etcd")]
             LeaderConfig::Etcd(c) => Ok(Arc::new(Etcd::start(c).await?)),
+            other => Err(crate::Error::InvalidConfig(vec![ConfigProblem::new(
+                "leader.kind",
+                format!(
+                    "{:?} shares the outbox by bucket and elects no single leader: build it with `build_coordinator` (Harvester::connect does)",
+                    other.kind()
+                ),
+            )])),
+        }
+    }
+
+    /// Starts what the kind builds: an elector (see [`LeaderConfig::build`]) or, for the kinds
+    /// that share the outbox by bucket, an assignor.
+    pub async fn build_coordinator(&self, kafka: &KafkaConfig) -> Result<Coordinator> {
+        match self {
+            LeaderConfig::NeliBuckets(c) => Ok(Coordinator::Assignor(Arc::new(
+                NeliAssignor::start(kafka, c)?,
+            ))),
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Rink(c) => Ok(Coordinator::Assignor(Arc::new(Rink::start(c).await?))),
+            _ => Ok(Coordinator::Elector(self.build(kafka).await?)),
         }
     }
 }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::kafka::KafkaConfig;
 pub use crate::store::{DatabaseConfig, OutboxConfig};
-pub use leader::LeaderConfig;
+pub use leader::{Coordinator, LeaderConfig};
 pub use overrides::ENV_PREFIX;
 pub use service::{HttpConfig, LogFormat, LoggingConfig};
 

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::assign::Assignor;
-use crate::config::Config;
+use crate::config::{Config, Coordinator};
 use crate::election::{ElectionEvent, Elector, Term};
 use crate::error::Error;
 use crate::pipeline::{run_term, Gate, ShardProducer, TermContext};
@@ -103,8 +103,10 @@ impl Harvester {
     pub async fn connect(config: Config) -> Result<Self> {
         config.validate()?;
         let store = crate::store::connect(&config.database, &config.outbox).await?;
-        let elector = config.leader.build(&config.kafka).await?;
-        Self::new(config, store, elector).await
+        match config.leader.build_coordinator(&config.kafka).await? {
+            Coordinator::Elector(elector) => Self::new(config, store, elector).await,
+            Coordinator::Assignor(assignor) => Self::with_assignor(config, store, assignor).await,
+        }
     }
 
     /// A harvester over a store and an elector of the caller's (any implementations of the two

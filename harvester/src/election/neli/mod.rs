@@ -20,9 +20,9 @@
 
 mod config;
 pub(crate) use config::kafka_problems;
-mod generation;
+pub(crate) mod generation;
 pub mod heartbeat;
-mod pulser;
+pub(crate) mod pulser;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -227,7 +227,7 @@ fn run(
 /// plus 100 ms for the round trip through the broker cover that, assuming the other member polls
 /// as often. Without a recent leading peer (a crash a session ago, an orderly hand-off), a term
 /// starts with the first own heartbeat read back.
-fn quiet(config: &super::Resolved) -> Duration {
+pub(crate) fn quiet(config: &super::Resolved) -> Duration {
     config.min_poll_interval * 2 + Duration::from_millis(100)
 }
 

@@ -1,0 +1,159 @@
+//! The pulse thread: publishes a heartbeat to every held partition each poll cycle, reads them
+//! back with a consumer assigned those partitions by hand, and fences partitions whose own
+//! heartbeats stop coming back.
+//!
+//! It is a plain OS thread, as in exclusive NELI, so that nothing the application does can stop
+//! it from noticing a lapse; and it is not the group thread, so that a revocation's barrier
+//! (which blocks the group thread) does not stop the other partitions' heartbeats. It starts
+//! the group thread and outlives it: the assignor is closed once both have ended.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+use super::{group, topic, Shared};
+use crate::election::neli::heartbeat::{now_ms, Heartbeat};
+use crate::error::Error;
+use crate::kafka::KafkaConfig;
+use crate::Result;
+
+/// The clients' settings, checked before the thread starts.
+pub(crate) struct Clients {
+    pub group: ClientConfig,
+    pub reader: ClientConfig,
+    pub producer: ClientConfig,
+    pub kafka: KafkaConfig,
+}
+
+struct ReaderContext {
+    name: String,
+}
+
+impl ClientContext for ReaderContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        crate::kafka::log_to_tracing(&self.name, level, fac, message);
+    }
+}
+
+impl ConsumerContext for ReaderContext {}
+
+type Reader = BaseConsumer<ReaderContext>;
+
+/// Runs the assignor until it is closed (or fails); see the module docs.
+pub(crate) fn run(shared: &Arc<Shared>, clients: Clients) -> Result<()> {
+    let config = &shared.config.neli;
+    let producer: BaseProducer = clients
+        .producer
+        .create()
+        .map_err(Error::kafka("create the heartbeat producer"))?;
+    topic::ensure(
+        &clients.kafka,
+        &producer,
+        &shared.config,
+        config.heartbeat_timeout.min(Duration::from_secs(5)),
+    )?;
+    let reader: Reader = clients
+        .reader
+        .create_with_context(ReaderContext {
+            name: config.name.clone(),
+        })
+        .map_err(Error::kafka("create the heartbeat reader"))?;
+    let group = {
+        let shared = Arc::clone(shared);
+        std::thread::Builder::new()
+            .name("neli-assign-group".into())
+            .spawn(move || group::run(&shared, clients.group))
+            .map_err(|source| Error::Io {
+                action: "spawn the bucket-assignment group thread".into(),
+                source,
+            })?
+    };
+
+    let mut reading = BTreeSet::new();
+    let mut last_error_log = Instant::now() - Duration::from_secs(60);
+    while !group.is_finished() {
+        shared.stalled();
+        follow(
+            &reader,
+            &config.topic,
+            &shared.table.lock().held(),
+            &mut reading,
+        );
+        let cycle_end = Instant::now() + config.min_poll_interval;
+        loop {
+            let remaining = cycle_end.saturating_duration_since(Instant::now());
+            match reader.poll(remaining) {
+                Some(Ok(message)) if reading.contains(&message.partition()) => {
+                    if let Some(hb) = message.payload().and_then(Heartbeat::decode) {
+                        shared
+                            .table
+                            .lock()
+                            .on_heartbeat(message.partition(), &hb, now_ms());
+                    }
+                }
+                Some(Err(e)) if last_error_log.elapsed() > Duration::from_secs(5) => {
+                    tracing::warn!(member = %config.name, "heartbeat reader: {e}");
+                    last_error_log = Instant::now();
+                }
+                _ => {}
+            }
+            if remaining.is_zero() {
+                break;
+            }
+        }
+        producer.poll(Duration::ZERO);
+        let heartbeats = shared.table.lock().heartbeats();
+        for (partition, hb) in heartbeats {
+            let payload = hb.encode();
+            let record = BaseRecord::to(&config.topic)
+                .partition(partition)
+                .key(&config.name)
+                .payload(&payload);
+            if let Err((e, _)) = producer.send(record) {
+                tracing::debug!(member = %config.name, partition, "heartbeat not queued: {e}");
+            }
+        }
+        shared.table.lock().check_lapses();
+    }
+    let outcome = group.join().unwrap_or_else(|_| {
+        Err(Error::Closed(
+            "the bucket-assignment group thread (it panicked)",
+        ))
+    });
+    let _ = producer.flush(Duration::from_secs(1));
+    tracing::info!(member = %config.name, "neli assignor closed");
+    outcome
+}
+
+/// Points the reader at the partitions now held: new ones from their end (only heartbeats sent
+/// from now on matter), dropped ones no longer read. A failed change is retried next cycle.
+fn follow(reader: &Reader, topic: &str, held: &BTreeSet<i32>, reading: &mut BTreeSet<i32>) {
+    let list = |partitions: &mut dyn Iterator<Item = &i32>| {
+        let mut tpl = TopicPartitionList::new();
+        for &p in partitions {
+            let _ = tpl.add_partition_offset(topic, p, Offset::End);
+        }
+        tpl
+    };
+    let gone = list(&mut reading.difference(held));
+    if gone.count() > 0 {
+        match reader.incremental_unassign(&gone) {
+            Ok(()) => reading.retain(|p| held.contains(p)),
+            Err(e) => tracing::warn!("heartbeat reader: cannot stop reading: {e}"),
+        }
+    }
+    let new = list(&mut held.difference(reading));
+    if new.count() > 0 {
+        match reader.incremental_assign(&new) {
+            Ok(()) => reading.extend(held.iter().copied()),
+            Err(e) => tracing::warn!("heartbeat reader: cannot start reading: {e}"),
+        }
+    }
+}

@@ -1,0 +1,665 @@
+#![cfg(feature = "etcd")]
+//! Rink on etcd against a real etcd (`scripts/services.sh up`, `ETCD_ENDPOINTS`): several
+//! members in one process, each test under a prefix of its own, B = 16, a TTL of 2s. An
+//! observer samples every member's `owned()` every 10ms throughout each test and fails it if
+//! a bucket was ever owned by two members at once; every member's events are logged with their
+//! times (revocations are acknowledged 30ms after they arrive, as a drain would).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::Client;
+use harvester::assign::rink::{Rink, RinkConfig};
+use harvester::assign::{AssignmentEvent, Assignor, Buckets};
+use parking_lot::Mutex;
+use testkit::names;
+
+const TTL: Duration = Duration::from_secs(2);
+const B: u16 = 16;
+
+fn endpoints() -> Vec<String> {
+    let from_env = std::env::var("ETCD_ENDPOINTS")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let value = from_env.unwrap_or_else(|| {
+        let env =
+            std::fs::read_to_string(testkit::state_dir().join("services.env")).unwrap_or_default();
+        env.lines()
+            .find_map(|l| l.strip_prefix("export ETCD_ENDPOINTS="))
+            .map(|v| v.trim().trim_matches('"').to_owned())
+            .unwrap_or_else(|| "http://127.0.0.1:23790".into())
+    });
+    value
+        .split(',')
+        .map(|e| e.trim().to_owned())
+        .filter(|e| !e.is_empty())
+        .collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Acquired,
+    Revoked,
+    Acked,
+    Fenced,
+}
+
+#[derive(Debug, Clone)]
+struct Logged {
+    at: Instant,
+    member: String,
+    kind: Kind,
+    buckets: Buckets,
+}
+
+/// The members of a rig, by name.
+type Members = Arc<Mutex<Vec<(String, Arc<Rink>)>>>;
+
+/// Members of one rink, their event log and the overlap observer.
+struct Rig {
+    prefix: String,
+    delay: Duration,
+    members: Members,
+    log: Arc<Mutex<Vec<Logged>>>,
+    overlaps: Arc<Mutex<Vec<String>>>,
+    samples: Arc<Mutex<u64>>,
+    stop: Arc<AtomicBool>,
+    observer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Rig {
+    fn new(test: &str, delay: Duration) -> Rig {
+        let members: Members = Arc::default();
+        let overlaps: Arc<Mutex<Vec<String>>> = Arc::default();
+        let samples: Arc<Mutex<u64>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let observer = std::thread::spawn({
+            let (members, overlaps, samples, stop) = (
+                Arc::clone(&members),
+                Arc::clone(&overlaps),
+                Arc::clone(&samples),
+                Arc::clone(&stop),
+            );
+            move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let rinks = members.lock().clone();
+                    if let Some(overlap) = overlap(&rinks) {
+                        overlaps.lock().push(overlap);
+                    }
+                    *samples.lock() += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        });
+        Rig {
+            prefix: format!("/harvester-tests/{}", names::unique(test)),
+            delay,
+            members,
+            log: Arc::default(),
+            overlaps,
+            samples,
+            stop,
+            observer: Some(observer),
+        }
+    }
+
+    fn config(&self, name: &str) -> RinkConfig {
+        RinkConfig {
+            endpoints: endpoints(),
+            prefix: Some(self.prefix.clone()),
+            name: Some(name.into()),
+            ttl: TTL,
+            rebalance_delay: self.delay,
+            buckets: B,
+            revoke_timeout: Some(Duration::from_secs(3)),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+
+    async fn start(&self, name: &str) -> Arc<Rink> {
+        let rink = Arc::new(
+            Rink::start(&self.config(name))
+                .await
+                .expect("a member starts"),
+        );
+        let mut events = rink.take_events().expect("the events");
+        let log = Arc::clone(&self.log);
+        let member = name.to_owned();
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                let entry = |kind, buckets: &Buckets| Logged {
+                    at: Instant::now(),
+                    member: member.clone(),
+                    kind,
+                    buckets: buckets.clone(),
+                };
+                match event {
+                    AssignmentEvent::Acquired { buckets } => {
+                        log.lock().push(entry(Kind::Acquired, &buckets))
+                    }
+                    AssignmentEvent::Fenced { buckets } => {
+                        log.lock().push(entry(Kind::Fenced, &buckets))
+                    }
+                    AssignmentEvent::Revoked { buckets, ack } => {
+                        log.lock().push(entry(Kind::Revoked, &buckets));
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        log.lock().push(entry(Kind::Acked, &buckets));
+                        ack.ack();
+                    }
+                }
+            }
+        });
+        self.members
+            .lock()
+            .push((name.to_owned(), Arc::clone(&rink)));
+        rink
+    }
+
+    fn rink(&self, name: &str) -> Arc<Rink> {
+        let members = self.members.lock();
+        let (_, rink) = members
+            .iter()
+            .find(|(n, _)| n == name)
+            .expect("a member of that name");
+        Arc::clone(rink)
+    }
+
+    /// Closes a member and waits for it: Ok, in time.
+    async fn close(&self, name: &str) {
+        let rink = self.rink(name);
+        rink.close();
+        tokio::time::timeout(Duration::from_secs(10), rink.closed())
+            .await
+            .expect("closed in time")
+            .expect("closed in order");
+        assert!(rink.owned().is_empty());
+        self.members.lock().retain(|(n, _)| n != name);
+    }
+
+    /// Bucket -> owners, among the members still in the rig.
+    fn owners(&self) -> BTreeMap<u16, Vec<String>> {
+        let mut owners: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+        for (name, rink) in self.members.lock().iter() {
+            for b in rink.owned() {
+                owners.entry(b).or_default().push(name.clone());
+            }
+        }
+        owners
+    }
+
+    /// Every bucket owned by exactly one of `names`, and each of them owning one at least.
+    fn converged(&self, names: &[&str]) -> bool {
+        let owners = self.owners();
+        let single = (0..B).all(|b| owners.get(&b).is_some_and(|o| o.len() == 1));
+        let each = names
+            .iter()
+            .all(|n| owners.values().any(|o| o.iter().any(|x| x == n)));
+        let only = owners
+            .values()
+            .flatten()
+            .all(|o| names.contains(&o.as_str()));
+        single && each && only
+    }
+
+    async fn converge(&self, names: &[&str], within: Duration) -> Duration {
+        let start = Instant::now();
+        while !self.converged(names) {
+            assert!(
+                start.elapsed() < within,
+                "{names:?} did not converge within {within:?}: {:?}",
+                self.owners()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        start.elapsed()
+    }
+
+    /// The events logged since `since` (after a moment for the loggers to catch up with
+    /// `owned()`, which changes before its event is delivered).
+    fn events_since(&self, since: Instant) -> Vec<Logged> {
+        std::thread::sleep(Duration::from_millis(100));
+        self.log
+            .lock()
+            .iter()
+            .filter(|e| e.at >= since)
+            .cloned()
+            .collect()
+    }
+
+    /// Buckets acquired since `since`: how many moved.
+    fn moved_since(&self, since: Instant) -> usize {
+        self.events_since(since)
+            .iter()
+            .filter(|e| e.kind == Kind::Acquired)
+            .map(|e| e.buckets.len())
+            .sum()
+    }
+
+    /// Every acquisition since `since` of a bucket revoked from another member came after that
+    /// revocation was acknowledged.
+    fn assert_acks_before_acquisitions(&self, since: Instant) {
+        let events = self.events_since(since);
+        for acquired in events.iter().filter(|e| e.kind == Kind::Acquired) {
+            for b in &acquired.buckets {
+                for revoked in events.iter().filter(|e| {
+                    e.kind == Kind::Revoked && e.member != acquired.member && e.buckets.contains(b)
+                }) {
+                    let acked = events.iter().find(|e| {
+                        e.kind == Kind::Acked
+                            && e.member == revoked.member
+                            && e.at >= revoked.at
+                            && e.buckets.contains(b)
+                    });
+                    if revoked.at < acquired.at {
+                        let acked = acked.expect("the revocation was acknowledged");
+                        assert!(
+                            acked.at <= acquired.at,
+                            "bucket {b}: {} acquired it before {} acknowledged its revocation",
+                            acquired.member,
+                            revoked.member
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops the observer and fails on any overlap seen.
+    async fn finish(mut self) {
+        let names: Vec<String> = self.members.lock().iter().map(|(n, _)| n.clone()).collect();
+        for name in names {
+            self.close(&name).await;
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(observer) = self.observer.take() {
+            observer.join().expect("the observer ran");
+        }
+        let overlaps = self.overlaps.lock().clone();
+        assert!(
+            overlaps.is_empty(),
+            "buckets owned twice at once in {} samples, first: {:?}",
+            overlaps.len(),
+            &overlaps[..overlaps.len().min(3)]
+        );
+        assert!(*self.samples.lock() > 50, "the observer sampled");
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// One sample: each member's `owned()` twice in a row; a bucket is owned twice at once when a
+/// member owned it at both of its reads and another owned it at a read in between.
+fn overlap(rinks: &[(String, Arc<Rink>)]) -> Option<String> {
+    let first: Vec<Buckets> = rinks.iter().map(|(_, r)| r.owned()).collect();
+    let second: Vec<Buckets> = rinks.iter().map(|(_, r)| r.owned()).collect();
+    for x in 0..rinks.len() {
+        let held: Buckets = first[x].intersection(&second[x]).copied().collect();
+        for y in 0..rinks.len() {
+            if x == y {
+                continue;
+            }
+            let between = if y > x { &first[y] } else { &second[y] };
+            let both: Buckets = held.intersection(between).copied().collect();
+            if !both.is_empty() {
+                return Some(format!(
+                    "{both:?} owned by {} and {}",
+                    rinks[x].0, rinks[y].0
+                ));
+            }
+        }
+    }
+    None
+}
+
+async fn lease_of(prefix: &str, name: &str) -> i64 {
+    let client = Client::connect(endpoints(), None).await.unwrap();
+    let key = format!("{prefix}/members/{name}");
+    let got = client.kv_client().get(key.as_str(), None).await.unwrap();
+    got.kvs().first().expect("the member key").lease()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_members_converge_on_disjoint_shares_of_every_bucket() {
+    let rig = Rig::new("rink-converge", Duration::from_secs(1));
+    for name in ["m1", "m2", "m3"] {
+        rig.start(name).await;
+    }
+    let took = rig
+        .converge(&["m1", "m2", "m3"], Duration::from_secs(10))
+        .await;
+    println!("3 members converged in {took:?}");
+    // And stay so.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(rig.converged(&["m1", "m2", "m3"]), "{:?}", rig.owners());
+    assert!(rig
+        .rink("m1")
+        .owns(*rig.rink("m1").owned().first().unwrap()));
+    assert!(!rig.rink("m1").owns(B), "no bucket beyond B");
+    rig.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joining_member_waits_its_delay_then_takes_about_a_quarter() {
+    let delay = Duration::from_millis(1500);
+    let rig = Rig::new("rink-join", delay);
+    for name in ["m1", "m2", "m3"] {
+        rig.start(name).await;
+    }
+    rig.converge(&["m1", "m2", "m3"], Duration::from_secs(10))
+        .await;
+    let before = rig.owners();
+    let joined = Instant::now();
+    rig.start("m4").await;
+    // Nothing moves before the delay (less a margin for the join itself).
+    while joined.elapsed() < delay - Duration::from_millis(300) {
+        assert_eq!(rig.owners(), before, "moved before the rebalance delay");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    rig.converge(&["m1", "m2", "m3", "m4"], Duration::from_secs(8))
+        .await;
+    assert!(
+        joined.elapsed() >= delay - Duration::from_millis(100),
+        "{:?}",
+        joined.elapsed()
+    );
+    let after = rig.owners();
+    let moved: Vec<u16> = (0..B).filter(|b| before.get(b) != after.get(b)).collect();
+    println!("m4 joined: {} of {B} buckets moved: {moved:?}", moved.len());
+    assert!((1..=8).contains(&moved.len()), "{moved:?}");
+    assert!(
+        moved.iter().all(|b| after[b] == ["m4"]),
+        "buckets move only to the new member: {after:?}"
+    );
+    assert_eq!(rig.moved_since(joined), moved.len());
+    rig.assert_acks_before_acquisitions(joined);
+    rig.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_closing_hands_its_buckets_over_at_once() {
+    let rig = Rig::new("rink-close", Duration::from_secs(1));
+    for name in ["m1", "m2", "m3"] {
+        rig.start(name).await;
+    }
+    rig.converge(&["m1", "m2", "m3"], Duration::from_secs(10))
+        .await;
+    // Close the leader (the oldest) one time, then another member.
+    for (leaving, staying) in [("m1", ["m2", "m3"]), ("m2", ["m3", "m3"])] {
+        let since = Instant::now();
+        let had = rig.rink(leaving).owned();
+        rig.close(leaving).await;
+        let closed = since.elapsed();
+        let took = rig.converge(&staying, TTL).await + closed;
+        println!(
+            "{leaving} closed in {closed:?}; its {} buckets moved in {took:?}",
+            had.len()
+        );
+        assert!(took < TTL / 2, "{leaving}'s buckets moved after {took:?}");
+        rig.assert_acks_before_acquisitions(since);
+    }
+    rig.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_member_lapses_by_itself_and_its_buckets_move_after_its_lease() {
+    let rig = Rig::new("rink-stall", Duration::from_secs(1));
+    for name in ["m1", "m2", "m3"] {
+        rig.start(name).await;
+    }
+    rig.converge(&["m1", "m2", "m3"], Duration::from_secs(10))
+        .await;
+    let victim = rig.rink("m2");
+    let had = victim.owned();
+    assert!(!had.is_empty());
+    let lease = lease_of(&rig.prefix, "m2").await;
+    let stalled = Instant::now();
+    victim.stall_for_tests(Duration::from_secs(5));
+    // Its ownership lapses on its own deadline (half a TTL after its last answered keep-alive).
+    while !victim.owned().is_empty() {
+        assert!(
+            stalled.elapsed() < TTL / 2 + Duration::from_millis(200),
+            "still owned {:?} after {:?}",
+            victim.owned(),
+            stalled.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The others take its buckets only once its lease is over (at least 3/4 TTL after the
+    // stall began: its last keep-alive may have been sent a quarter TTL before).
+    let taken = loop {
+        let owners = rig.owners();
+        if had
+            .iter()
+            .all(|b| owners.get(b).is_some_and(|o| o.len() == 1 && o[0] != "m2"))
+        {
+            break stalled.elapsed();
+        }
+        assert!(stalled.elapsed() < Duration::from_secs(5), "{owners:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    println!("m2 stalled; its buckets moved after {taken:?}");
+    assert!(taken >= TTL * 3 / 4, "taken after {taken:?}");
+    let client = Client::connect(endpoints(), None).await.unwrap();
+    let left = client
+        .lease_client()
+        .time_to_live(lease, None)
+        .await
+        .unwrap()
+        .ttl();
+    assert!(
+        left <= 0,
+        "the stalled member's lease is over ({left}s left)"
+    );
+    // Resumed, it hears that the lease is gone, fences, and joins again.
+    let fenced = loop {
+        let fenced = rig
+            .events_since(stalled)
+            .into_iter()
+            .find(|e| e.member == "m2" && e.kind == Kind::Fenced);
+        if let Some(f) = fenced {
+            break f;
+        }
+        assert!(
+            stalled.elapsed() < Duration::from_secs(9),
+            "m2 never fenced"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(fenced.buckets, had);
+    rig.converge(&["m1", "m2", "m3"], Duration::from_secs(10))
+        .await;
+    rig.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_revoked_from_outside_fences_its_member() {
+    let rig = Rig::new("rink-revoked", Duration::from_secs(1));
+    for name in ["m1", "m2", "m3"] {
+        rig.start(name).await;
+    }
+    rig.converge(&["m1", "m2", "m3"], Duration::from_secs(10))
+        .await;
+    let victim = rig.rink("m3");
+    let had = victim.owned();
+    let lease = lease_of(&rig.prefix, "m3").await;
+    let since = Instant::now();
+    let client = Client::connect(endpoints(), None).await.unwrap();
+    client.lease_client().revoke(lease).await.unwrap();
+    let fenced = loop {
+        let fenced = rig
+            .events_since(since)
+            .into_iter()
+            .find(|e| e.member == "m3" && e.kind == Kind::Fenced);
+        if let Some(f) = fenced {
+            break f;
+        }
+        assert!(since.elapsed() < TTL, "m3 never fenced");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    println!(
+        "m3 fenced {:?} after its lease was revoked",
+        fenced.at - since
+    );
+    assert_eq!(fenced.buckets, had);
+    assert!(victim.owned().is_empty() || lease_of(&rig.prefix, "m3").await != lease);
+    rig.converge(&["m1", "m2", "m3"], Duration::from_secs(10))
+        .await;
+    rig.finish().await;
+}
+
+/// A rolling restart of three members (start a new one, then close an old one, one at a
+/// time); returns how many buckets moved in all.
+async fn rolling_restart(delay: Duration) -> usize {
+    let rig = Rig::new("rink-rolling", delay);
+    for name in ["old1", "old2", "old3"] {
+        rig.start(name).await;
+    }
+    rig.converge(&["old1", "old2", "old3"], Duration::from_secs(10))
+        .await;
+    let since = Instant::now();
+    let mut live = vec!["old1", "old2", "old3"];
+    for (old, new) in [("old1", "new1"), ("old2", "new2"), ("old3", "new3")] {
+        let step = Instant::now();
+        rig.start(new).await;
+        if delay.is_zero() {
+            // Ranked at once: let it take its share before the old one goes, as a deploy
+            // waits for readiness.
+            let mut with: Vec<&str> = live.clone();
+            with.push(new);
+            rig.converge(&with, Duration::from_secs(10)).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        rig.close(old).await;
+        live.retain(|n| *n != old);
+        live.push(new);
+        rig.converge(&live, Duration::from_secs(10)).await;
+        println!(
+            "delay {delay:?}: {old} -> {new} moved {} buckets",
+            rig.moved_since(step)
+        );
+        rig.assert_acks_before_acquisitions(step);
+    }
+    let moved = rig.moved_since(since);
+    rig.finish().await;
+    moved
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_moves_fewer_buckets_with_a_rebalance_delay() {
+    let sticky = rolling_restart(Duration::from_millis(1500)).await;
+    let eager = rolling_restart(Duration::ZERO).await;
+    println!("rolling restart of 3 members, B = {B}: {sticky} buckets moved with a 1.5s rebalance delay, {eager} without");
+    assert_eq!(sticky, B as usize, "with the delay each bucket moves once");
+    assert!(sticky < eager, "{sticky} vs {eager}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_settings_unreachable_servers_and_taken_names_fail_at_start_naming_the_field() {
+    let rig = Rig::new("rink-bad", Duration::from_secs(1));
+    let fields = |e: harvester::Error| match e {
+        harvester::Error::InvalidConfig(problems) => {
+            problems.into_iter().map(|p| p.field).collect::<Vec<_>>()
+        }
+        other => panic!("expected invalid config, got {other:?}"),
+    };
+    let bad = RinkConfig {
+        buckets: 0,
+        ttl: Duration::from_secs(1),
+        ..rig.config("x")
+    };
+    let e = Rink::start(&bad).await.expect_err("refused");
+    assert_eq!(fields(e), ["leader.ttl", "leader.buckets"]);
+    let unreachable = RinkConfig {
+        endpoints: vec!["http://127.0.0.1:9".into()],
+        connect_timeout: Duration::from_millis(500),
+        ..rig.config("x")
+    };
+    let e = Rink::start(&unreachable).await.expect_err("refused");
+    assert_eq!(fields(e), ["leader.endpoints"]);
+    rig.start("m1").await;
+    let twin = RinkConfig {
+        connect_timeout: Duration::from_secs(1),
+        ..rig.config("m1")
+    };
+    let e = Rink::start(&twin).await.expect_err("the name is taken");
+    assert_eq!(fields(e), ["leader.name"]);
+    rig.converge(&["m1"], Duration::from_secs(5)).await;
+    rig.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_member_does_not_hold_back_buckets_it_never_owned() {
+    let rig = Rig::new("rink-stall-handoff", Duration::from_secs(3));
+    for name in ["m1", "m2", "m3"] {
+        rig.start(name).await;
+    }
+    rig.converge(&["m1", "m2", "m3"], Duration::from_secs(10))
+        .await;
+    rig.start("w").await; // waits its 3s
+    let leaving = rig.rink("m2").owned();
+    let stall = Duration::from_millis(1500);
+    let stalled = Instant::now();
+    rig.rink("m3").stall_for_tests(stall);
+    rig.close("m2").await;
+    // w takes m2's rank (and exactly its buckets) while m3 is still stalled, one version behind.
+    loop {
+        let owned = rig.rink("w").owned();
+        if owned == leaving {
+            break;
+        }
+        assert!(
+            stalled.elapsed() < stall - Duration::from_millis(200),
+            "w owns {owned:?}, not {leaving:?}, after {:?}",
+            stalled.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!(
+        "w took m2's buckets {:?} into m3's stall",
+        stalled.elapsed()
+    );
+    rig.converge(&["m1", "w", "m3"], Duration::from_secs(10))
+        .await;
+    rig.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_member_whose_lease_is_revoked_keeps_its_buckets_from_others_until_its_deadline()
+{
+    let rig = Rig::new("rink-stall-revoked", Duration::from_secs(1));
+    for name in ["m1", "m2", "m3"] {
+        rig.start(name).await;
+    }
+    rig.converge(&["m1", "m2", "m3"], Duration::from_secs(10))
+        .await;
+    let victim = rig.rink("m3");
+    let had = victim.owned();
+    let lease = lease_of(&rig.prefix, "m3").await;
+    // Stalled, it cannot hear that its lease is gone: it owns its buckets until its deadline.
+    victim.stall_for_tests(Duration::from_secs(3));
+    let since = Instant::now();
+    let client = Client::connect(endpoints(), None).await.unwrap();
+    client.lease_client().revoke(lease).await.unwrap();
+    let taken = loop {
+        let owners = rig.owners();
+        if had
+            .iter()
+            .all(|b| owners.get(b).is_some_and(|o| o.iter().any(|x| x != "m3")))
+        {
+            break since.elapsed();
+        }
+        assert!(since.elapsed() < Duration::from_secs(5), "{owners:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    println!("m3's lease revoked while it was stalled: its buckets moved after {taken:?}");
+    rig.converge(&["m1", "m2", "m3"], Duration::from_secs(10))
+        .await;
+    rig.finish().await; // fails if m3 still owned them when the others took them
+}

@@ -1,0 +1,293 @@
+//! Scale-out across real `reaper` processes sharing one outbox by bucket, for each kind that
+//! shares (non-exclusive NELI on the embedded broker, Rink on real etcd), on real Postgres.
+//!
+//! Three harvesters drain a stream; a fourth joins, one leaves gracefully (SIGTERM), one is
+//! `kill -9`ed, and one is SIGSTOPped past its lease and resumed. The verifying consumer must
+//! see nothing lost or reordered, with duplicates bounded by what the killed and stopped members
+//! had in flight; an observer polls every member's `GET /buckets` throughout and fails if two
+//! members claimed the same bucket at the same time (a claim by Y counts against X only when
+//! it falls between two claims by X of one sampling sweep, so a hand-over between two samples
+//! is not mistaken for an overlap).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::reaper::{Reaper, TempFile};
+use common::World;
+use harvester::config::LeaderConfig;
+use parking_lot::Mutex;
+use testkit::process::Signal;
+use testkit::wait_for;
+
+const BUCKETS: u16 = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    NeliBuckets,
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    Rink,
+}
+
+impl Kind {
+    fn leader(self, world: &World) -> LeaderConfig {
+        match self {
+            Kind::NeliBuckets => {
+                LeaderConfig::NeliBuckets(harvester::assign::neli::NeliAssignorConfig {
+                    group_id: Some(world.group.clone()),
+                    heartbeat_timeout: Duration::from_secs(1),
+                    min_poll_interval: Duration::from_millis(50),
+                    buckets: BUCKETS,
+                    ..Default::default()
+                })
+            }
+            #[cfg(feature = "etcd")]
+            Kind::Rink => LeaderConfig::Rink(harvester::assign::rink::RinkConfig {
+                endpoints: vec![testkit::coord::etcd_endpoint()],
+                prefix: Some(format!("/harvester/test/{}", world.group)),
+                ttl: Duration::from_secs(2),
+                rebalance_delay: Duration::from_secs(1),
+                buckets: BUCKETS,
+                ..Default::default()
+            }),
+            #[cfg(not(feature = "etcd"))]
+            Kind::Rink => unreachable!("rink needs the etcd feature"),
+        }
+    }
+
+    /// How long a silent member acts on its buckets.
+    fn lease(self) -> Duration {
+        match self {
+            Kind::NeliBuckets => Duration::from_secs(1),
+            Kind::Rink => Duration::from_secs(1),
+        }
+    }
+}
+
+fn config(world: &World, kind: Kind) -> TempFile {
+    let mut c = world.config();
+    c.leader = kind.leader(world);
+    c.http.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    c.limits.min_metrics_interval = Duration::from_millis(50);
+    c.limits.max_in_flight_records = 200;
+    c.limits.mark_query_records = 50;
+    TempFile::write(
+        &format!("{}-{}.toml", world.group, testkit::names::unique("scale")),
+        &toml::to_string(&c).unwrap(),
+    )
+}
+
+/// One sample: who claimed which buckets, when.
+type Claims = Vec<(usize, Instant, Vec<u16>)>;
+
+fn owned(addr: SocketAddr) -> Option<Vec<u16>> {
+    let (status, body) = testkit::http::get(addr, "/buckets").ok()?;
+    if status != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    Some(
+        v["owned"]
+            .as_array()?
+            .iter()
+            .filter_map(|b| b.as_u64().map(|b| b as u16))
+            .collect(),
+    )
+}
+
+/// Polls the members (forward, then backward: one sweep) until `stop`; members in `paused`
+/// are skipped (a SIGSTOPped process answers nothing). Returns every sweep's claims.
+fn observe(
+    members: Arc<Mutex<Vec<Option<SocketAddr>>>>,
+    paused: Arc<Mutex<Vec<bool>>>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<Claims>> {
+    std::thread::spawn(move || {
+        let mut sweeps = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let live: Vec<(usize, SocketAddr)> = members
+                .lock()
+                .iter()
+                .enumerate()
+                .filter_map(|(i, a)| a.map(|a| (i, a)))
+                .filter(|(i, _)| !paused.lock().get(*i).copied().unwrap_or(false))
+                .collect();
+            let order = live.iter().chain(live.iter().rev());
+            let mut claims = Claims::new();
+            for (i, addr) in order {
+                if let Some(b) = owned(*addr) {
+                    claims.push((*i, Instant::now(), b));
+                }
+            }
+            sweeps.push(claims);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sweeps
+    })
+}
+
+/// Overlaps: bucket b claimed by Y between two claims of b by X within one sweep.
+fn overlaps(sweeps: &[Claims]) -> Vec<String> {
+    let mut found = Vec::new();
+    for claims in sweeps {
+        for (a, (x, _, xb)) in claims.iter().enumerate() {
+            for (c, (x2, _, xb2)) in claims.iter().enumerate().skip(a + 1) {
+                if x2 != x {
+                    continue;
+                }
+                for (y, _, yb) in &claims[a + 1..c] {
+                    if y == x {
+                        continue;
+                    }
+                    for b in yb {
+                        if xb.contains(b) && xb2.contains(b) {
+                            found.push(format!("bucket {b}: member {x} and member {y}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The most records `r` reported in flight over its last half second of meters.
+fn in_flight(r: &Reaper) -> i64 {
+    let lines = r.proc.lines_of("meter");
+    let last = lines
+        .last()
+        .map_or(0, |l| l.value["t"].as_u64().unwrap_or(0));
+    lines
+        .iter()
+        .filter(|l| l.value["t"].as_u64().unwrap_or(0) + 500 >= last)
+        .filter_map(|l| l.value["in_flight_records"].as_i64())
+        .max()
+        .unwrap_or(0)
+}
+
+async fn scale_out(kind: Kind, prefix: &str) {
+    let world = Arc::new(World::new(prefix, 4).await);
+    world.migrate().await;
+    let config = config(&world, kind);
+    let members: Arc<Mutex<Vec<Option<SocketAddr>>>> = Arc::default();
+    let paused: Arc<Mutex<Vec<bool>>> = Arc::default();
+    let mut reapers: Vec<Reaper> = Vec::new();
+    for name in ["a", "b", "c"] {
+        let r = Reaper::spawn(name, &config).await;
+        members.lock().push(Some(r.http));
+        paused.lock().push(false);
+        reapers.push(r);
+    }
+    wait_for("all three own buckets", Duration::from_secs(60), || async {
+        reapers
+            .iter()
+            .all(|r| owned(r.http).is_some_and(|b| !b.is_empty()))
+    })
+    .await
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let observer = observe(Arc::clone(&members), Arc::clone(&paused), Arc::clone(&stop));
+
+    // A steady stream: 40 keys, a round every 10 ms.
+    let rounds = 400;
+    let writer = {
+        let world = Arc::clone(&world);
+        tokio::spawn(async move {
+            for seq in 0..rounds {
+                world.write_round("k", 40, seq).await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A fourth joins.
+    let d = Reaper::spawn("d", &config).await;
+    members.lock().push(Some(d.http));
+    paused.lock().push(false);
+    reapers.push(d);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // b leaves gracefully.
+    reapers[1].proc.signal(Signal::Term).unwrap();
+    let b_exit = reapers[1].proc.wait_exit(Duration::from_secs(20));
+    members.lock()[1] = None;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // c is killed.
+    let c_in_flight = in_flight(&reapers[2]);
+    reapers[2].proc.signal(Signal::Kill).unwrap();
+    let _ = reapers[2].proc.wait_exit(Duration::from_secs(10));
+    members.lock()[2] = None;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // a is stopped past its lease (and the group's session), then resumed.
+    let a_in_flight = in_flight(&reapers[0]);
+    paused.lock()[0] = true;
+    reapers[0].proc.signal(Signal::Stop).unwrap();
+    tokio::time::sleep(kind.lease() * 4 + Duration::from_secs(1)).await;
+    reapers[0].proc.signal(Signal::Cont).unwrap();
+    paused.lock()[0] = false;
+
+    writer.await.unwrap();
+    let report = world.verify(Duration::from_secs(120)).await;
+    wait_for("outbox drained", Duration::from_secs(60), || async {
+        world.outbox_rows().await == 0
+    })
+    .await
+    .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let sweeps = observer.join().unwrap();
+    let samples: usize = sweeps.iter().map(Vec::len).sum();
+    let double = overlaps(&sweeps);
+    let published: BTreeMap<String, u64> = reapers
+        .iter()
+        .zip(["a", "b", "c", "d"])
+        .map(|(r, n)| {
+            let p = r
+                .proc
+                .lines_of("meter")
+                .last()
+                .and_then(|l| l.value["published"].as_u64())
+                .unwrap_or(0);
+            (n.to_owned(), p)
+        })
+        .collect();
+    for i in [0, 3] {
+        let _ = reapers[i].proc.signal(Signal::Term);
+    }
+    for i in [0, 3] {
+        let _ = reapers[i].proc.wait_exit(Duration::from_secs(20));
+    }
+    println!(
+        "{kind:?}: published {published:?}; b exit {b_exit:?}; in flight at the kill {c_in_flight}, at the stop {a_in_flight}; \
+         {samples} ownership samples in {} sweeps, overlaps {double:?}; {report}",
+        sweeps.len()
+    );
+    report.assert_correct();
+    assert_eq!(report.delivered, 40 * rounds);
+    assert!(double.is_empty(), "buckets owned twice at once: {double:?}");
+    assert!(samples > 100, "the observer sampled ({samples})");
+    assert!(b_exit.is_some_and(|e| e.success()), "b left gracefully");
+    assert!(published["d"] > 0, "the member that joined worked");
+    assert!(
+        published.values().filter(|p| **p > 0).count() >= 3,
+        "the work was shared: {published:?}"
+    );
+    assert!(
+        report.duplicates <= (c_in_flight + a_in_flight).max(0) as u64,
+        "duplicates {} exceed what the killed and stopped members had in flight ({c_in_flight} + {a_in_flight})",
+        report.duplicates
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neli_buckets_scale_out_join_leave_kill_stop() {
+    scale_out(Kind::NeliBuckets, "scale_neli").await;
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rink_scale_out_join_leave_kill_stop() {
+    scale_out(Kind::Rink, "scale_rink").await;
+}
