@@ -172,6 +172,14 @@ fn in_flight(r: &Reaper) -> i64 {
 async fn scale_out(kind: Kind, prefix: &str) {
     let world = Arc::new(World::new(prefix, 4).await);
     world.migrate().await;
+    if kind == Kind::NeliBuckets {
+        // The embedded broker has no CreateTopics: the leader topic is made through its control.
+        world
+            .broker
+            .create_topic(&format!("{}.neli-buckets", world.group), i32::from(BUCKETS))
+            .await
+            .unwrap();
+    }
     let config = config(&world, kind);
     let members: Arc<Mutex<Vec<Option<SocketAddr>>>> = Arc::default();
     let paused: Arc<Mutex<Vec<bool>>> = Arc::default();

@@ -58,6 +58,14 @@ impl Ground {
         broker.create_topic(&topic, partitions).await?;
         let group = names::unique("bench");
         broker.create_topic(&format!("{group}.neli"), 1).await?;
+        // For `leader.kind = "neli_buckets"` (scale-out): its leader topic, one partition per
+        // bucket at the default 64 (the embedded broker cannot create topics on request).
+        broker
+            .create_topic(
+                &format!("{group}.neli-buckets"),
+                i32::from(harvester::assign::DEFAULT_BUCKETS),
+            )
+            .await?;
         Ok(Ground {
             url: url.to_owned(),
             schema,

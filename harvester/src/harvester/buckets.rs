@@ -1,20 +1,23 @@
-//! A harvester sharing the outbox by bucket: one pipeline per **segment**, a set of buckets
-//! acquired together, each under a leader id of its own.
+//! A harvester sharing the outbox by bucket: one pipeline for the buckets it owns, restarted
+//! under a fresh leader id whenever they change.
 //!
-//! Why segments and not one pipeline for all owned buckets: each segment is exactly the
-//! single-leader pipeline (marker, shards, purger) with its marks scoped to its buckets, so
-//! everything MP/R promises per leader holds per segment, unchanged: a fresh leader id per
-//! acquisition (purge, reset and quarantine of a segment touch only rows it marked, so a bucket
-//! that moved away and back cannot be purged by a stale acknowledgement), a gate that is the
-//! assignor's deadline-checked ownership of every bucket of the segment, and a graceful stop
-//! that drains and purges before the hand-off barrier is released. A revocation stops only the
-//! segments holding revoked buckets; their remaining buckets restart at once as a new segment
-//! (a stall of one drain for those), and every other segment keeps flowing.
+//! The pipeline is exactly the single-leader one (marker, shards, purger) with its marks scoped
+//! to the owned buckets, so everything MP/R promises per leader holds unchanged: each set of
+//! buckets is marked under a leader id never used before (purge, reset and quarantine touch only
+//! rows it marked, so a bucket that moved away and back cannot be purged by a stale
+//! acknowledgement); the gate is the assignor's deadline-checked ownership of every bucket of
+//! the set; and a graceful stop drains and purges before a revocation's barrier is released, so
+//! the next owner never races a record still in flight here.
+//!
+//! Why one pipeline and not one per set of buckets acquired together: each pipeline holds its
+//! own connections (a `LISTEN`, the marker's, the purger's) and producers, and an assignor may
+//! hand buckets over one partition at a time; sixteen acquisitions made sixteen pipelines and
+//! exhausted a pool of six connections in the first multi-process test. A change of buckets
+//! therefore costs every owned bucket one drain (typically well under a second), and changes
+//! that arrive together (a rebalance acquiring several partitions) are applied together: after
+//! an acquisition the loop waits [`COALESCE`] for more before restarting.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -22,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{HarvestEvent, HarvesterState, RunningTerm};
-use crate::assign::{AssignmentEvent, Assignor, Buckets};
+use crate::assign::{Ack, AssignmentEvent, AssignmentEvents, Assignor, Buckets};
 use crate::election::Term;
 use crate::error::Error;
 use crate::pipeline::Gate;
@@ -30,10 +33,41 @@ use crate::stats::Stats;
 use crate::store::BucketScope;
 use crate::Result;
 
-/// The pipeline of some buckets.
+/// How long acquisitions are gathered before the pipeline restarts with them.
+pub const COALESCE: Duration = Duration::from_millis(250);
+
+/// The running pipeline and the buckets it marks.
 struct Segment {
     buckets: Buckets,
     running: RunningTerm,
+}
+
+/// What a batch of assignment events asks for.
+#[derive(Default)]
+struct Change {
+    acquired: Buckets,
+    revoked: Buckets,
+    fenced: Buckets,
+    acks: Vec<Ack>,
+}
+
+impl Change {
+    fn add(&mut self, event: AssignmentEvent) {
+        match event {
+            AssignmentEvent::Acquired { buckets } => self.acquired.extend(buckets),
+            AssignmentEvent::Revoked { buckets, ack } => {
+                self.revoked.extend(buckets);
+                self.acks.push(ack);
+            }
+            AssignmentEvent::Fenced { buckets } => self.fenced.extend(buckets),
+        }
+    }
+
+    /// Whether the batch must be applied now (a revocation holds a successor back, a fence
+    /// must stop work at once).
+    fn urgent(&self) -> bool {
+        !self.revoked.is_empty() || !self.fenced.is_empty()
+    }
 }
 
 /// The gate of a segment: the assignor still owns every bucket of it.
@@ -41,22 +75,6 @@ fn segment_gate(assignor: &Arc<dyn Assignor>, buckets: &Buckets) -> Gate {
     let assignor = Arc::clone(assignor);
     let buckets: Vec<u16> = buckets.iter().copied().collect();
     Arc::new(move || assignor.owns_all(&buckets))
-}
-
-/// Resolves with the index of the first segment whose pipeline ended on its own, and how.
-async fn any_ended(segments: &mut [Segment]) -> (usize, Result<()>) {
-    std::future::poll_fn(|cx| {
-        for (i, s) in segments.iter_mut().enumerate() {
-            if let Poll::Ready(joined) = Pin::new(&mut s.running.handle).poll(cx) {
-                let outcome = joined.unwrap_or_else(|e| {
-                    Err(Error::Pipeline(format!("the pipeline task failed: {e}")))
-                });
-                return Poll::Ready((i, outcome));
-            }
-        }
-        Poll::Pending
-    })
-    .await
 }
 
 impl super::Harvester {
@@ -69,11 +87,7 @@ impl super::Harvester {
         let generation = Uuid::new_v4();
         let scope = BucketScope::new(assignor.bucket_count(), buckets.iter().copied());
         let scope = (!scope.is_all()).then_some(scope);
-        tracing::info!(
-            %generation,
-            buckets = ?buckets,
-            "buckets acquired: starting a segment"
-        );
+        tracing::info!(%generation, buckets = ?buckets, "harvesting buckets");
         let running = self.start(
             Term::new(),
             generation,
@@ -89,61 +103,64 @@ impl super::Harvester {
         Segment { buckets, running }
     }
 
-    /// Stops the segments holding any of `buckets` (`hard`: at once, else drained and purged),
-    /// all at the same time, and restarts what they held beyond `buckets` as new segments.
-    async fn cut(
-        &self,
-        assignor: &Arc<dyn Assignor>,
-        segments: &mut Vec<Segment>,
-        buckets: &Buckets,
-        hard: bool,
-        refresh: &mpsc::UnboundedSender<Uuid>,
-    ) {
-        let (hit, kept): (Vec<Segment>, Vec<Segment>) = std::mem::take(segments)
-            .into_iter()
-            .partition(|s| !s.buckets.is_disjoint(buckets));
-        *segments = kept;
-        let remainders: Vec<Buckets> = hit
-            .iter()
-            .map(|s| s.buckets.difference(buckets).copied().collect::<Buckets>())
-            .filter(|r| !r.is_empty())
-            .collect();
-        futures::future::join_all(hit.into_iter().map(|s| self.stop(Some(s.running), hard))).await;
-        for rest in remainders {
-            segments.push(self.start_segment(assignor, rest, refresh));
+    /// Gathers more events after an acquisition, for [`COALESCE`] or until one is urgent.
+    async fn coalesce(&self, events: &mut AssignmentEvents, change: &mut Change) {
+        let until = tokio::time::Instant::now() + COALESCE;
+        while !change.urgent() {
+            match tokio::time::timeout_at(until, events.recv()).await {
+                Ok(Some(event)) => change.add(event),
+                Ok(None) | Err(_) => return,
+            }
         }
     }
 
-    /// Applies one assignment event to the segments.
-    async fn on_assignment(
+    /// Applies a batch: stops the pipeline (at once when anything was fenced, else drained and
+    /// purged), releases the revocations' barriers, and restarts on what is still owned.
+    async fn apply(
         &self,
         assignor: &Arc<dyn Assignor>,
-        segments: &mut Vec<Segment>,
-        event: AssignmentEvent,
-        refresh_tx: &mpsc::UnboundedSender<Uuid>,
+        segment: &mut Option<Segment>,
+        change: Change,
+        refresh: &mpsc::UnboundedSender<Uuid>,
     ) {
-        match event {
-            AssignmentEvent::Acquired { buckets } => {
-                let held: Buckets = segments.iter().flat_map(|s| s.buckets.clone()).collect();
-                let new: Buckets = buckets.difference(&held).copied().collect();
-                if !new.is_empty() {
-                    segments.push(self.start_segment(assignor, new, refresh_tx));
-                }
+        let held = segment
+            .as_ref()
+            .map(|s| s.buckets.clone())
+            .unwrap_or_default();
+        let gone: Buckets = change.revoked.union(&change.fenced).copied().collect();
+        // What the assignor vouches for now, without what this batch takes away (a revoked
+        // bucket stays owned until its barrier is released below).
+        let next: Buckets = assignor
+            .owned()
+            .into_iter()
+            .filter(|b| !gone.contains(b))
+            .collect();
+        if next != held || !change.fenced.is_disjoint(&held) {
+            let hard = !change.fenced.is_disjoint(&held);
+            if let Some(s) = segment.take() {
+                self.stop(Some(s.running), hard).await;
             }
-            AssignmentEvent::Fenced { buckets } => {
-                self.cut(assignor, segments, &buckets, true, refresh_tx)
-                    .await;
-                Stats::add(&self.stats.fences, 1);
-                self.emit(HarvestEvent::Fenced);
-            }
-            AssignmentEvent::Revoked { buckets, ack } => {
-                self.cut(assignor, segments, &buckets, false, refresh_tx)
-                    .await;
-                ack.ack();
-                Stats::add(&self.stats.revokes, 1);
-                self.emit(HarvestEvent::Revoked);
+            if !next.is_empty() {
+                *segment = Some(self.start_segment(assignor, next, refresh));
             }
         }
+        if !change.fenced.is_empty() {
+            Stats::add(&self.stats.fences, 1);
+            self.emit(HarvestEvent::Fenced);
+        }
+        if !change.acks.is_empty() {
+            for ack in change.acks {
+                ack.ack();
+            }
+            Stats::add(&self.stats.revokes, 1);
+            self.emit(HarvestEvent::Revoked);
+        }
+        self.emit(HarvestEvent::Buckets {
+            owned: segment
+                .as_ref()
+                .map(|s| s.buckets.iter().copied().collect())
+                .unwrap_or_default(),
+        });
     }
 
     pub(super) async fn run_buckets(
@@ -158,15 +175,16 @@ impl super::Harvester {
         let (refresh_tx, mut refresh_rx) = mpsc::unbounded_channel();
         let mut meter = tokio::time::interval(self.config.limits.min_metrics_interval);
         meter.tick().await;
-        let mut segments: Vec<Segment> = Vec::new();
+        let mut segment: Option<Segment> = None;
         let assignor_closed = assignor.closed();
         tokio::pin!(assignor_closed);
         let outcome = loop {
             tokio::select! {
                 () = cancel.cancelled() => break Ok(()),
                 ended = &mut assignor_closed => {
-                    let all: Buckets = segments.iter().flat_map(|s| s.buckets.clone()).collect();
-                    self.cut(assignor, &mut segments, &all, true, &refresh_tx).await;
+                    if let Some(s) = segment.take() {
+                        self.stop(Some(s.running), true).await;
+                    }
                     break ended.and(Err(Error::Election {
                         elector: assignor.describe(),
                         source: Arc::new(Error::Closed("the assignor")),
@@ -174,39 +192,38 @@ impl super::Harvester {
                 }
                 event = events.recv() => {
                     let Some(event) = event else { break assignor.closed().await };
-                    self.on_assignment(assignor, &mut segments, event, &refresh_tx).await;
-                    self.emit(HarvestEvent::Buckets { owned: assignor.owned().into_iter().collect() });
+                    let mut change = Change::default();
+                    change.add(event);
+                    self.coalesce(&mut events, &mut change).await;
+                    self.apply(assignor, &mut segment, change, &refresh_tx).await;
                 }
                 Some(generation) = refresh_rx.recv() => {
                     self.status.write().leader_id = Some(generation);
                     self.emit(HarvestEvent::Refreshed { leader_id: generation });
                 }
-                (i, ended) = any_ended(&mut segments), if !segments.is_empty() => {
-                    let segment = segments.swap_remove(i);
-                    if let Err(e) = ended {
-                        tracing::warn!("segment pipeline stopped: {e}; restarting with a fresh leader id");
+                ended = async { (&mut segment.as_mut().expect("guarded").running.handle).await }, if segment.is_some() => {
+                    let s = segment.take().expect("guarded");
+                    match ended {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => tracing::warn!("pipeline stopped: {e}; restarting with a fresh leader id"),
+                        Err(e) => tracing::error!("pipeline panicked: {e}; restarting with a fresh leader id"),
                     }
                     tokio::time::sleep(self.config.limits.io_error_backoff).await;
-                    let still: Buckets = segment
-                        .buckets
-                        .iter()
-                        .copied()
-                        .filter(|b| assignor.owns(*b))
-                        .collect();
+                    let still: Buckets = s.buckets.iter().copied().filter(|b| assignor.owns(*b)).collect();
                     if !still.is_empty() {
-                        segments.push(self.start_segment(assignor, still, &refresh_tx));
+                        segment = Some(self.start_segment(assignor, still, &refresh_tx));
                     }
                 }
                 _ = meter.tick() => self.emit(HarvestEvent::Meter(self.stats.snapshot())),
             }
         };
         self.set_state(HarvesterState::Closing);
-        let all: Buckets = segments.iter().flat_map(|s| s.buckets.clone()).collect();
-        self.cut(assignor, &mut segments, &all, false, &refresh_tx)
-            .await;
+        if let Some(s) = segment.take() {
+            self.stop(Some(s.running), false).await;
+        }
         assignor.close();
-        // The assignor's revoke barriers fire while closing: the pipelines are stopped already,
-        // so acknowledge them until it reports closed.
+        // The assignor's revoke barriers fire while closing: the pipeline is stopped already, so
+        // acknowledge them until it reports closed.
         let bound = self.config.leader.revoke_timeout() + Duration::from_secs(5);
         let closing = async {
             let closed = assignor.closed();
