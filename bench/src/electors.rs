@@ -29,12 +29,14 @@ pub fn settings(
     scenario: Vec<(String, String)>,
     extra: &[(String, String)],
 ) -> Result<Vec<(String, String)>, BenchError> {
-    let kind = match requested(extra) {
+    // The command line's kind, else the scenario's own (scale-out scenarios name theirs).
+    let kind = match requested(extra).or_else(|| requested(&scenario)) {
         None | Some("neli") => {
             return Ok(scenario.into_iter().chain(extra.iter().cloned()).collect())
         }
-        Some(kind) => kind,
+        Some(kind) => kind.to_owned(),
     };
+    let kind = kind.as_str();
     let defaults = LeaderConfig::defaults(kind)
         .map_err(|e| BenchError::Run(format!("--set leader.kind={kind}: {e}")))?;
     let fields = serde_json::to_value(&defaults)
@@ -77,6 +79,15 @@ pub fn settings(
             ("leader.prefix", format!("/bench/{ns}")),
             ("leader.ttl", TTL.into()),
         ],
+        "neli_buckets" => vec![("leader.group_id", namespace.to_owned())],
+        "rink" => vec![
+            (
+                "leader.endpoints",
+                format!("[\"{}\"]", testkit::coord::etcd_endpoint()),
+            ),
+            ("leader.prefix", format!("/bench/{ns}")),
+            ("leader.ttl", TTL.into()),
+        ],
         _ => Vec::new(),
     };
     Ok(scenario
@@ -95,6 +106,24 @@ mod tests {
         v.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_scenario_that_shares_by_bucket_gets_its_group() {
+        let scenario = pairs(&[
+            ("leader.heartbeat_timeout", "1s"),
+            ("leader.kind", "neli_buckets"),
+        ]);
+        let fitted = settings("bench-7", scenario, &[]).unwrap();
+        let config = harvester::Config::default()
+            .with_overrides(fitted.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .unwrap();
+        assert_eq!(config.leader.kind(), "neli_buckets");
+        assert!(config.leader.shares_by_bucket());
+        assert_eq!(config.leader.lease(), std::time::Duration::from_secs(1));
+        assert!(fitted
+            .iter()
+            .any(|(k, v)| k == "leader.group_id" && v == "bench-7"));
     }
 
     #[test]
