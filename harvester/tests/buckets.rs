@@ -186,3 +186,43 @@ async fn memory_scopes_split_the_rows_by_key() {
     store.insert(&records(300, 30));
     split_takes_everything_once(&store, 300).await;
 }
+
+#[tokio::test]
+async fn goharvest_tables_are_split_by_their_text_keys() {
+    let db = TestDb::new("buckets_goharvest").await.unwrap();
+    let table = TableName::parse(&format!("{}.outbox", db.schema)).unwrap();
+    // goharvest's own DDL: text key and value, text header arrays.
+    sqlx::query(&format!(
+        "CREATE TABLE {} (
+            id                  BIGSERIAL PRIMARY KEY,
+            create_time         TIMESTAMP WITH TIME ZONE NOT NULL,
+            kafka_topic         VARCHAR(249) NOT NULL,
+            kafka_key           VARCHAR(100) NOT NULL,
+            kafka_value         VARCHAR(10000),
+            kafka_header_keys   TEXT[] NOT NULL,
+            kafka_header_values TEXT[] NOT NULL,
+            leader_id           UUID
+        )",
+        table.quoted()
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let outbox = OutboxConfig {
+        table,
+        shape: harvester::outbox::Shape::Goharvest,
+        ..OutboxConfig::default()
+    };
+    let store = PgStore::on(db.pool.clone(), &outbox);
+    store.migrate().await.unwrap();
+    let mut tx = store.pool().begin().await.unwrap();
+    store
+        .stasher()
+        .stash_batch(&mut tx, &records(300, 30))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    split_takes_everything_once(&store, 300).await;
+    let b = store.bucket_of("key-3", COUNT).await.unwrap();
+    assert!(b < COUNT);
+}

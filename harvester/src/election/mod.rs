@@ -15,7 +15,7 @@ mod background;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod mock;
-mod naming;
+pub(crate) mod naming;
 #[cfg(feature = "nats")]
 pub mod nats_kv;
 pub mod neli;

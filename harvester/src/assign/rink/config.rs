@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::assign::DEFAULT_BUCKETS;
+use crate::election::naming::{self, binary_name, sanitise};
 use crate::error::ConfigProblem;
 
 /// Settings of Rink on etcd (a sticky ranked ring: buckets by consistent hashing over ranks).
@@ -263,40 +264,9 @@ impl Resolved {
     }
 }
 
-/// Replaces every character outside `[a-zA-Z0-9._-]` with `_` (as the electors do).
-fn sanitise(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// The running binary's file name, sanitised: the default group.
-fn binary_name() -> String {
-    let exe = std::env::current_exe().ok();
-    let name = exe
-        .as_ref()
-        .and_then(|p| p.file_stem())
-        .and_then(|s| s.to_str())
-        .unwrap_or("harvester");
-    sanitise(name)
-}
-
-/// `<host>_<pid>_<unix secs>`: the default member name, as the electors derive it.
+/// `<host>_<pid>_<unix secs>`, the electors' default member name, made safe for an etcd key.
 fn member_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".into());
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    sanitise(&format!("{host}_{}_{secs}", std::process::id()))
+    sanitise(&naming::member_name())
 }
 
 /// What is wrong with one endpoint, if anything. Plain `http://` only: this build of the

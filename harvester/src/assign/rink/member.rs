@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use etcd_client::Client;
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::Backoff;
 use super::config::Resolved;
 use super::handoff::{self, Applied};
 use super::keeper::Keeper;
@@ -28,6 +27,7 @@ use super::leader::Leader;
 use super::ownership::{Lifecycle, Ownership};
 use super::store::{self, Joined, Snapshot};
 use crate::assign::Buckets;
+use crate::election::etcd::backoff::Backoff;
 use crate::error::{chain, ConfigProblem, Error};
 use crate::Result;
 

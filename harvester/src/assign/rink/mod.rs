@@ -32,7 +32,6 @@
 //! which covers a revoked lease (the member's deadline ends by then) but not a key deleted while
 //! its lease lives and the member does not hear of it.
 
-mod backoff;
 mod config;
 mod handoff;
 mod keeper;

@@ -1,5 +1,5 @@
-//! Pauses between retries, so that an unreachable or refusing server never makes the elector
-//! spin, while the first retries after a blip still come quickly.
+//! Pauses between retries, so that an unreachable or refusing server never makes the elector (or
+//! a Rink member, `assign::rink`) spin, while the first retries after a blip still come quickly.
 
 use std::time::Duration;
 

@@ -26,7 +26,7 @@
 //! Deleting a leader's key or revoking its lease from outside is a forced take-over: the
 //! member fences as soon as it hears of it, but the successor may act in the same moment.
 
-mod backoff;
+pub(crate) mod backoff;
 mod campaign;
 mod config;
 mod keeper;
