@@ -224,30 +224,17 @@ impl super::Harvester {
         assignor.close();
         // The assignor's revoke barriers fire while closing: the pipeline is stopped already, so
         // acknowledge them until it reports closed.
-        let bound = self.config.leader.revoke_timeout() + Duration::from_secs(5);
-        let closing = async {
-            let closed = assignor.closed();
-            tokio::pin!(closed);
-            let mut open = true;
-            loop {
-                tokio::select! {
-                    r = &mut closed => break r,
-                    event = events.recv(), if open => match event {
-                        Some(AssignmentEvent::Revoked { ack, .. }) => ack.ack(),
-                        Some(_) => {}
-                        None => open = false,
-                    },
-                }
-            }
-        };
-        let closed = tokio::time::timeout(bound, closing)
-            .await
-            .unwrap_or_else(|_| {
-                Err(Error::Timeout {
-                    what: "the assignor to close".into(),
-                    after: bound,
-                })
-            });
+        let closed = self
+            .closing(
+                assignor.closed(),
+                &mut events,
+                "the assignor",
+                |e| match e {
+                    AssignmentEvent::Revoked { ack, .. } => Some(ack),
+                    _ => None,
+                },
+            )
+            .await;
         self.set_state(HarvesterState::Closed);
         outcome.and(closed)
     }

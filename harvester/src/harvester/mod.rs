@@ -373,32 +373,52 @@ impl Harvester {
         elector.close();
         // The elector's revoke barrier may fire while closing: acknowledge it (the pipeline is
         // already stopped) until the elector reports closed.
+        let closed = self
+            .closing(elector.closed(), &mut events, "the elector", |e| match e {
+                ElectionEvent::Revoked { ack, .. } => Some(ack),
+                _ => None,
+            })
+            .await;
+        self.set_state(HarvesterState::Closed);
+        outcome.and(closed)
+    }
+
+    /// Waits (bounded by the revoke timeout plus 5 s) for `closed`, releasing the barrier of
+    /// every revocation that arrives meanwhile: the pipeline is already stopped.
+    async fn closing<E>(
+        &self,
+        closed: futures::future::BoxFuture<'static, Result<()>>,
+        events: &mut (impl futures::Stream<Item = E> + Unpin),
+        who: &str,
+        barrier: impl Fn(E) -> Option<crate::election::Ack>,
+    ) -> Result<()> {
+        use futures::StreamExt;
         let bound = self.config.leader.revoke_timeout() + Duration::from_secs(5);
-        let closing = async {
-            let closed = elector.closed();
+        let waiting = async {
             tokio::pin!(closed);
             let mut open = true;
             loop {
                 tokio::select! {
                     r = &mut closed => break r,
-                    event = events.recv(), if open => match event {
-                        Some(ElectionEvent::Revoked { ack, .. }) => ack.ack(),
-                        Some(_) => {}
+                    event = events.next(), if open => match event {
+                        Some(e) => {
+                            if let Some(ack) = barrier(e) {
+                                ack.ack();
+                            }
+                        }
                         None => open = false,
                     },
                 }
             }
         };
-        let closed = tokio::time::timeout(bound, closing)
+        tokio::time::timeout(bound, waiting)
             .await
             .unwrap_or_else(|_| {
                 Err(Error::Timeout {
-                    what: "the elector to close".into(),
+                    what: format!("{who} to close"),
                     after: bound,
                 })
-            });
-        self.set_state(HarvesterState::Closed);
-        outcome.and(closed)
+            })
     }
 
     fn start(
