@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::assign::DEFAULT_BUCKETS;
+use crate::election::etcd::endpoint_problem;
 use crate::election::naming::{self, binary_name, sanitise};
 use crate::error::ConfigProblem;
 
@@ -267,40 +268,6 @@ impl Resolved {
 /// `<host>_<pid>_<unix secs>`, the electors' default member name, made safe for an etcd key.
 fn member_name() -> String {
     sanitise(&naming::member_name())
-}
-
-/// What is wrong with one endpoint, if anything. Plain `http://` only: this build of the
-/// client has no TLS.
-fn endpoint_problem(endpoint: &str) -> Option<String> {
-    let hostport = match endpoint.split_once("://") {
-        Some(("http", rest)) => rest,
-        Some(("https", _)) => {
-            return Some(format!(
-                "{endpoint:?} needs TLS, which this build of the etcd client does not have; use an http:// endpoint"
-            ))
-        }
-        Some((scheme, _)) => {
-            return Some(format!(
-                "{endpoint:?} has the scheme {scheme:?}; use http://host:port"
-            ))
-        }
-        None => endpoint,
-    };
-    let hostport = hostport.strip_suffix('/').unwrap_or(hostport);
-    let Some((host, port)) = hostport.rsplit_once(':') else {
-        return Some(format!(
-            "{endpoint:?} has no port; write it as http://host:port, e.g. \"http://{hostport}:2379\""
-        ));
-    };
-    if host.is_empty() || host.contains(['/', ',', ' ', '@']) {
-        return Some(format!(
-            "{endpoint:?} is not http://host:port (one endpoint per entry, no path or credentials)"
-        ));
-    }
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 => None,
-        _ => Some(format!("{endpoint:?} has no valid port (1-65535)")),
-    }
 }
 
 /// What is wrong with a prefix, if anything.

@@ -66,8 +66,8 @@ fn default_prefix() -> String {
 }
 
 /// What is wrong with one endpoint, if anything. Plain `http://` only: this build of the
-/// client has no TLS.
-fn endpoint_problem(endpoint: &str) -> Option<String> {
+/// client has no TLS. (Rink on etcd, `assign::rink`, checks its endpoints with it too.)
+pub(crate) fn endpoint_problem(endpoint: &str) -> Option<String> {
     let hostport = match endpoint.split_once("://") {
         Some(("http", rest)) => rest,
         Some(("https", _)) => {
