@@ -128,10 +128,10 @@ pub trait Assignor: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Whether this member may act on every one of `buckets` now. Asked before every mark and
-    /// every send of a segment: an implementation should answer with one deadline check.
+    /// every send of a harvester's pipeline: implementations answer under one lock, without
+    /// building the set (the default asks [`Assignor::owns`] per bucket).
     fn owns_all(&self, buckets: &[u16]) -> bool {
-        let owned = self.owned();
-        buckets.iter().all(|b| owned.contains(b))
+        buckets.iter().all(|b| self.owns(*b))
     }
 
     /// The event stream; `None` after the first call.

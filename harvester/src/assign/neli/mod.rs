@@ -173,6 +173,10 @@ impl Assignor for NeliAssignor {
         self.shared.table.lock().owns(bucket)
     }
 
+    fn owns_all(&self, buckets: &[u16]) -> bool {
+        self.shared.table.lock().owns_all(buckets)
+    }
+
     fn take_events(&self) -> Option<AssignmentEvents> {
         self.events.lock().take()
     }

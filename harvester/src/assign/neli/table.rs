@@ -152,6 +152,11 @@ impl Table {
                 .is_some_and(|slot| slot.live(self.timeout()))
     }
 
+    /// Whether this member may act on every one of `buckets` now (one deadline per partition).
+    pub fn owns_all(&self, buckets: &[u16]) -> bool {
+        buckets.iter().all(|b| self.owns(*b))
+    }
+
     /// Partitions held (assigned), leading or not.
     pub fn held(&self) -> BTreeSet<i32> {
         self.slots.keys().copied().collect()

@@ -222,6 +222,10 @@ impl Assignor for Rink {
         self.ownership.owns(bucket)
     }
 
+    fn owns_all(&self, buckets: &[u16]) -> bool {
+        self.ownership.owns_all(buckets)
+    }
+
     fn take_events(&self) -> Option<AssignmentEvents> {
         self.events.lock().take()
     }

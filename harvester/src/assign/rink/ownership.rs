@@ -83,6 +83,12 @@ impl Ownership {
         inner.vouched() && inner.held.contains(&bucket)
     }
 
+    /// Whether every one of `buckets` is held and vouched for (one lock, one deadline check).
+    pub fn owns_all(&self, buckets: &[u16]) -> bool {
+        let inner = self.inner.lock();
+        inner.vouched() && buckets.iter().all(|b| inner.held.contains(b))
+    }
+
     /// The buckets held (possibly lapsed).
     pub fn held(&self) -> Buckets {
         self.inner.lock().held.clone()
