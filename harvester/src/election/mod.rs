@@ -19,6 +19,8 @@ pub(crate) mod naming;
 #[cfg(feature = "nats")]
 pub mod nats_kv;
 pub mod neli;
+#[cfg(any(feature = "nats", feature = "zookeeper", feature = "etcd"))]
+pub(crate) mod thread;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
 

@@ -139,36 +139,23 @@ fn spawn(
     closed: watch::Sender<ClosedState>,
     mut stalls: mpsc::UnboundedReceiver<Duration>,
 ) -> Result<()> {
-    std::thread::Builder::new()
-        .name("rink-member".into())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(source) => {
-                    ownership.finish();
-                    let _ = ready.send(Err(Error::Io {
-                        action: "start the rink member's runtime".into(),
-                        source,
-                    }));
-                    return;
+    crate::election::thread::spawn_with_runtime("rink-member", "rink member", move |runtime| {
+        let runtime = match runtime {
+            Ok(rt) => rt,
+            Err(e) => {
+                ownership.finish();
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        runtime.block_on(async move {
+            tokio::spawn(async move {
+                while let Some(pause) = stalls.recv().await {
+                    std::thread::sleep(pause);
                 }
-            };
-            runtime.block_on(async move {
-                tokio::spawn(async move {
-                    while let Some(pause) = stalls.recv().await {
-                        std::thread::sleep(pause);
-                    }
-                });
-                let member = match Member::start(
-                    Arc::clone(&settings),
-                    Arc::clone(&ownership),
-                    stop,
-                )
-                .await
-                {
+            });
+            let member =
+                match Member::start(Arc::clone(&settings), Arc::clone(&ownership), stop).await {
                     Ok(m) => m,
                     Err(e) => {
                         ownership.finish();
@@ -176,27 +163,22 @@ fn spawn(
                         return;
                     }
                 };
-                if ready.send(Ok(())).is_err() {
-                    member.quit().await;
-                    ownership.finish();
-                    return;
-                }
-                let outcome = member.run().await;
-                match &outcome {
-                    Ok(()) => tracing::info!(member = %settings.name, "rink member closed"),
-                    Err(e) => {
-                        tracing::error!(member = %settings.name, "rink member failed: {}", chain(e))
-                    }
-                }
+            if ready.send(Ok(())).is_err() {
+                member.quit().await;
                 ownership.finish();
-                closed.send_replace(Some(outcome.map_err(Arc::new)));
-            });
-        })
-        .map_err(|source| Error::Io {
-            action: "spawn the rink member thread".into(),
-            source,
-        })?;
-    Ok(())
+                return;
+            }
+            let outcome = member.run().await;
+            match &outcome {
+                Ok(()) => tracing::info!(member = %settings.name, "rink member closed"),
+                Err(e) => {
+                    tracing::error!(member = %settings.name, "rink member failed: {}", chain(e))
+                }
+            }
+            ownership.finish();
+            closed.send_replace(Some(outcome.map_err(Arc::new)));
+        });
+    })
 }
 
 impl Assignor for Rink {

@@ -29,30 +29,15 @@ pub(crate) fn spawn(
     ready: oneshot::Sender<Result<()>>,
     closed: watch::Sender<ClosedState>,
 ) -> Result<()> {
-    std::thread::Builder::new()
-        .name("etcd-elector".into())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(source) => {
-                    shared.finish();
-                    let _ = ready.send(Err(Error::Io {
-                        action: "start the etcd elector's runtime".into(),
-                        source,
-                    }));
-                    return;
-                }
-            };
-            runtime.block_on(run(shared, stop, ready, closed));
-        })
-        .map_err(|source| Error::Io {
-            action: "spawn the etcd elector thread".into(),
-            source,
-        })?;
-    Ok(())
+    crate::election::thread::spawn_with_runtime("etcd-elector", "etcd elector", move |runtime| {
+        match runtime {
+            Ok(rt) => rt.block_on(run(shared, stop, ready, closed)),
+            Err(e) => {
+                shared.finish();
+                let _ = ready.send(Err(e));
+            }
+        }
+    })
 }
 
 async fn run(

@@ -29,29 +29,14 @@ pub(crate) fn spawn(
     closed: watch::Sender<ClosedState>,
     ready: oneshot::Sender<Result<()>>,
 ) -> Result<()> {
-    std::thread::Builder::new()
-        .name("nats-kv-elector".into())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(source) => {
-                    let _ = ready.send(Err(Error::Io {
-                        action: "start the nats elector's runtime".into(),
-                        source,
-                    }));
-                    return;
-                }
-            };
-            runtime.block_on(run(shared, events, closed, ready));
-        })
-        .map_err(|source| Error::Io {
-            action: "spawn the nats elector thread".into(),
-            source,
-        })?;
-    Ok(())
+    crate::election::thread::spawn_with_runtime("nats-kv-elector", "nats elector", move |runtime| {
+        match runtime {
+            Ok(rt) => rt.block_on(run(shared, events, closed, ready)),
+            Err(e) => {
+                let _ = ready.send(Err(e));
+            }
+        }
+    })
 }
 
 async fn run(

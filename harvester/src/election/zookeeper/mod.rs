@@ -124,19 +124,14 @@ fn spawn_thread(
     entered: oneshot::Sender<()>,
     closed: watch::Sender<super::ClosedState>,
 ) -> Result<()> {
-    std::thread::Builder::new()
-        .name("zookeeper-elector".into())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
+    crate::election::thread::spawn_with_runtime(
+        "zookeeper-elector",
+        "zookeeper elector",
+        move |runtime| {
+            let runtime = match runtime {
                 Ok(rt) => rt,
-                Err(source) => {
-                    let _ = connected.send(Err(Error::Io {
-                        action: "start the zookeeper elector's runtime".into(),
-                        source,
-                    }));
+                Err(e) => {
+                    let _ = connected.send(Err(e));
                     return;
                 }
             };
@@ -162,12 +157,8 @@ fn spawn_thread(
                 }
                 campaign::run_to_end(shared, client, stop, entered, closed).await;
             });
-        })
-        .map_err(|source| Error::Io {
-            action: "spawn the zookeeper elector thread".into(),
-            source,
-        })?;
-    Ok(())
+        },
+    )
 }
 
 impl Elector for ZooKeeper {
