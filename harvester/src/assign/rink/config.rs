@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::assign::DEFAULT_BUCKETS;
-use crate::election::etcd::endpoint_problem;
+use crate::election::etcd::{endpoint_problem, timing_problems};
 use crate::election::naming::{self, binary_name, sanitise};
 use crate::error::ConfigProblem;
 
@@ -74,7 +74,6 @@ const MIN_TTL: Duration = Duration::from_secs(2);
 const MAX_TTL: Duration = Duration::from_secs(3600);
 const MAX_DELAY: Duration = Duration::from_secs(3600);
 const MAX_DEFAULT_REVOKE: Duration = Duration::from_secs(30);
-const MAX_REVOKE: Duration = Duration::from_secs(600);
 
 /// The default prefix of the rink of `group`.
 pub fn prefix_for_group(group: &str) -> String {
@@ -154,23 +153,7 @@ impl RinkConfig {
                 format!("is 0; use at least 1 ({DEFAULT_BUCKETS} is the default), the same for every member"),
             );
         }
-        if let Some(rt) = self.revoke_timeout {
-            if rt.is_zero() || rt > MAX_REVOKE {
-                problem(
-                    "revoke_timeout",
-                    format!(
-                        "is {rt:?}; use above zero and at most 10m, or leave it unset for 2x ttl"
-                    ),
-                );
-            }
-        }
-        let ct = self.connect_timeout;
-        if ct < Duration::from_millis(100) || ct > Duration::from_secs(300) {
-            problem(
-                "connect_timeout",
-                format!("is {ct:?}; use 100ms to 5m (5s is the default)"),
-            );
-        }
+        timing_problems(self.revoke_timeout, self.connect_timeout, &mut problem);
         problems
     }
 

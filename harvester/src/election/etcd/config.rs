@@ -65,6 +65,31 @@ fn default_prefix() -> String {
     format!("/harvester/election/{}", naming::binary_name())
 }
 
+/// Problems with the two timings every etcd member has beside its TTL (the elector's and Rink's
+/// checks share it): a revoke timeout above zero and at most [`MAX_REVOKE`], a connect timeout
+/// of 100 ms to 5 min.
+pub(crate) fn timing_problems(
+    revoke_timeout: Option<Duration>,
+    connect_timeout: Duration,
+    problem: &mut impl FnMut(&str, String),
+) {
+    if let Some(rt) = revoke_timeout {
+        if rt.is_zero() || rt > MAX_REVOKE {
+            problem(
+                "revoke_timeout",
+                format!("is {rt:?}; use above zero and at most 10m, or leave it unset for 2x ttl"),
+            );
+        }
+    }
+    let ct = connect_timeout;
+    if ct < Duration::from_millis(100) || ct > Duration::from_secs(300) {
+        problem(
+            "connect_timeout",
+            format!("is {ct:?}; use 100ms to 5m (5s is the default)"),
+        );
+    }
+}
+
 /// What is wrong with one endpoint, if anything. Plain `http://` only: this build of the
 /// client has no TLS. (Rink on etcd, `assign::rink`, checks its endpoints with it too.)
 pub(crate) fn endpoint_problem(endpoint: &str) -> Option<String> {
@@ -189,23 +214,7 @@ impl EtcdConfig {
                 ),
             );
         }
-        if let Some(rt) = self.revoke_timeout {
-            if rt.is_zero() || rt > MAX_REVOKE {
-                problem(
-                    "revoke_timeout",
-                    format!(
-                        "is {rt:?}; use above zero and at most 10m, or leave it unset for 2x ttl"
-                    ),
-                );
-            }
-        }
-        let ct = self.connect_timeout;
-        if ct < Duration::from_millis(100) || ct > Duration::from_secs(300) {
-            problem(
-                "connect_timeout",
-                format!("is {ct:?}; use 100ms to 5m (5s is the default)"),
-            );
-        }
+        timing_problems(self.revoke_timeout, self.connect_timeout, &mut problem);
         if let Some(n) = &self.name {
             if n.trim().is_empty() || n.len() > 256 {
                 problem(

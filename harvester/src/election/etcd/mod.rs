@@ -42,7 +42,7 @@ use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use config::endpoint_problem;
+pub(crate) use config::{endpoint_problem, timing_problems};
 pub use config::{EtcdConfig, Resolved};
 
 use super::{Elector, ElectorState, EventStream, Term};
