@@ -123,7 +123,7 @@ pub mod store;
 
 pub use config::Config;
 pub use error::{chain, ConfigProblem, Error, Result};
-pub use harvester::{HarvestEvent, Harvester, HarvesterHandle, HarvesterState};
+pub use harvester::{HarvestEvent, Harvester, HarvesterHandle, HarvesterState, LAYOUT_CHECK};
 
 /// The README's Rust examples, compiled (and run, where they need no services) as doctests.
 #[cfg(doctest)]

@@ -692,3 +692,53 @@ async fn a_rolling_restart_moves_a_few_partitions_per_step() {
     println!("rolling restart of 3 members: {total} partition moves in all (P = {B})");
     g.finish(false).await;
 }
+
+/// Starts a member with `partitions` over `buckets` on `group`'s leader topic and returns how
+/// it closed (within 30 s).
+async fn close_of(bootstrap: &str, group: &str, buckets: u16, partitions: u16) -> String {
+    let assignor = NeliAssignor::start(
+        &KafkaConfig::with_bootstrap(bootstrap),
+        &NeliAssignorConfig {
+            group_id: Some(group.to_owned()),
+            name: Some(format!("p{partitions}")),
+            heartbeat_timeout: HT,
+            min_poll_interval: Duration::from_millis(50),
+            buckets,
+            partitions: Some(partitions),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let closed = tokio::time::timeout(Duration::from_secs(30), assignor.closed())
+        .await
+        .expect("the member stops by itself");
+    assert!(assignor.owned().is_empty(), "it owns nothing");
+    match closed {
+        Ok(()) => "closed cleanly".into(),
+        Err(e) => harvester::chain(&e),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_partition_count_is_not_the_topics_refuses() {
+    let _serial = SERIAL.lock().await;
+    // Members map bucket b to partition b % P: one with P = 4 on a topic of 8 partitions would
+    // own buckets another member (P = 8) owns; one with P = 16 would leave buckets unowned.
+    let g = Group::new("nelipcount", 8, HT).await;
+    let (bootstrap, group) = (g.bootstrap.clone(), g.group.clone());
+    let fewer = close_of(&bootstrap, &group, B, 4).await;
+    assert!(
+        fewer.contains("leader.partitions") && fewer.contains("has 8 partitions"),
+        "{fewer}"
+    );
+    let more = close_of(&bootstrap, &group, B, 16).await;
+    assert!(
+        more.contains("leader.partitions") && more.contains("never be owned"),
+        "{more}"
+    );
+    // The topic's own count works.
+    g.join("a");
+    g.converged("the member with the topic's count owns every bucket")
+        .await;
+    g.finish(false).await;
+}

@@ -66,8 +66,40 @@ async fn drain(
     }
 }
 
-/// Two scopes splitting the buckets take every row once, and no key in both.
+/// Scoped marks take nothing until the table's bucket count is recorded, and nothing under
+/// another count afterwards: the first recorded count stands.
+async fn layout_guards_scoped_marks(store: &dyn OutboxStore) {
+    let all = BucketScope::new(COUNT, 0..COUNT);
+    let leader = Uuid::new_v4();
+    assert!(
+        store
+            .mark_scoped(leader, 10, &all)
+            .await
+            .unwrap()
+            .is_empty(),
+        "no layout recorded: a scoped mark takes nothing"
+    );
+    assert_eq!(store.record_buckets(COUNT, "first").await.unwrap(), COUNT);
+    assert_eq!(
+        store.record_buckets(COUNT * 2, "second").await.unwrap(),
+        COUNT,
+        "the first count stands"
+    );
+    let other = BucketScope::new(COUNT * 2, 0..COUNT * 2);
+    assert!(
+        store
+            .mark_scoped(leader, 10, &other)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a scope of another count takes nothing"
+    );
+}
+
+/// Two scopes splitting the buckets take every row once, and no key in both (after the layout
+/// guard's checks, which take nothing).
 async fn split_takes_everything_once(store: &dyn OutboxStore, written: usize) {
+    layout_guards_scoped_marks(store).await;
     let left = BucketScope::new(COUNT, 0..COUNT / 2);
     let right = BucketScope::new(COUNT, COUNT / 2..COUNT);
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
@@ -147,6 +179,7 @@ async fn postgres_scoped_marks_keep_floors_apart_and_all_is_the_whole_table() {
         BucketScope::new(COUNT, COUNT / 2..COUNT),
     );
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    store.record_buckets(COUNT, "test").await.unwrap();
     let l = drain(&store, a, &left, 50).await;
     let r = drain(&store, b, &right, 50).await;
     assert_eq!(l.len() + r.len(), ids.len());

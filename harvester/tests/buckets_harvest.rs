@@ -12,7 +12,7 @@ use common::World;
 use harvester::assign::mock::MockAssignor;
 use harvester::assign::Assignor;
 use harvester::store::postgres::PgStore;
-use harvester::{Harvester, HarvesterHandle};
+use harvester::{Error, Harvester, HarvesterHandle};
 use testkit::wait_for;
 
 const COUNT: u16 = 8;
@@ -138,4 +138,63 @@ async fn a_harvester_marks_only_its_buckets() {
     report.assert_correct();
     assert_eq!(report.delivered, 200);
     ha.stop().await.unwrap();
+}
+
+/// Whether `outcome` is the refusal of a member whose bucket count disagrees with the table's.
+fn refused_for_bucket_count(outcome: &harvester::Result<()>) -> bool {
+    matches!(outcome, Err(Error::InvalidConfig(problems))
+        if problems.iter().any(|p| p.field == "leader.buckets" && p.message.contains("is split into")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_with_another_bucket_count_never_marks() {
+    let world = World::new("buckets_layout", 2).await;
+    world.migrate().await;
+    world.write(40, 5, 50).await;
+    let config = world.config();
+    let store = PgStore::connect(&config.database, &config.outbox)
+        .await
+        .unwrap();
+    let mut theirs = 0;
+    for k in 0..40 {
+        if store.bucket_of(&format!("k{k}"), COUNT).await.unwrap() >= 4 {
+            theirs += 5;
+        }
+    }
+    // The first member records B = 8 and drains its half.
+    let a = MockAssignor::new(COUNT);
+    let ha = start(&world, &a).await;
+    a.acquire(0..4);
+    wait_for("a's buckets drained", Duration::from_secs(30), || async {
+        world.outbox_rows().await == theirs
+    })
+    .await
+    .unwrap();
+    // A member configured with B = 16, given every bucket, refuses at once and marks nothing.
+    let b = MockAssignor::new(COUNT * 2);
+    b.acquire(0..COUNT * 2);
+    let hb = start(&world, &b).await;
+    let outcome = tokio::time::timeout(Duration::from_secs(30), hb.wait())
+        .await
+        .expect("the member with another count stops");
+    assert!(refused_for_bucket_count(&outcome), "{outcome:?}");
+    assert_eq!(world.outbox_rows().await, theirs, "it marked nothing");
+    // An operator changes the recorded count under a running member: its marks stop at once (in
+    // the statement), and its next check stops it, naming the setting.
+    let layout = config.outbox.table.sibling("_layout");
+    sqlx::query(&format!("UPDATE {} SET buckets = 16", layout.quoted()))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    world.write(40, 5, 50).await;
+    let outcome =
+        tokio::time::timeout(harvester::LAYOUT_CHECK + Duration::from_secs(20), ha.wait())
+            .await
+            .expect("the running member stops once the layout changed");
+    assert!(refused_for_bucket_count(&outcome), "{outcome:?}");
+    assert_eq!(
+        world.outbox_rows().await,
+        theirs + 200,
+        "its marks stopped with the change"
+    );
 }

@@ -27,7 +27,7 @@ use uuid::Uuid;
 use super::{HarvestEvent, HarvesterState, RunningTerm};
 use crate::assign::{Ack, AssignmentEvent, AssignmentEvents, Assignor, Buckets};
 use crate::election::Term;
-use crate::error::Error;
+use crate::error::{ConfigProblem, Error};
 use crate::pipeline::Gate;
 use crate::stats::Stats;
 use crate::store::BucketScope;
@@ -35,6 +35,11 @@ use crate::Result;
 
 /// How long acquisitions are gathered before the pipeline restarts with them.
 pub const COALESCE: Duration = Duration::from_millis(250);
+
+/// How often a running member checks its bucket count against the table's recorded layout
+/// again (an operator may have changed it: the scoped marks stop at once, in the statement, and
+/// this check says why, loudly, and stops the member).
+pub const LAYOUT_CHECK: Duration = Duration::from_secs(10);
 
 /// The running pipeline and the buckets it marks.
 struct Segment {
@@ -78,6 +83,29 @@ fn segment_gate(assignor: &Arc<dyn Assignor>, buckets: &Buckets) -> Gate {
 }
 
 impl super::Harvester {
+    /// Records this member's bucket count as the table's layout unless one is recorded, and
+    /// fails, naming `leader.buckets`, when the recorded one differs: the group must agree on
+    /// B, or one key would be in two owners' buckets. A database error is logged and the check
+    /// left to the next round (the marks check the layout themselves, so nothing is marked
+    /// under a wrong count meanwhile).
+    async fn check_layout(&self, assignor: &Arc<dyn Assignor>) -> Result<()> {
+        let count = assignor.bucket_count();
+        match self.store.record_buckets(count, &assignor.describe()).await {
+            Ok(recorded) if recorded == count => Ok(()),
+            Ok(recorded) => Err(Error::InvalidConfig(vec![ConfigProblem::new(
+                "leader.buckets",
+                format!(
+                    "is {count}, but {} is split into {recorded} buckets (recorded by the first member that shared it, in its `_layout` table): members with different counts would give one key two owners, so this one does not harvest; set buckets = {recorded}, or, to change the count, stop every member, delete the layout row and start them all with the new count",
+                    self.store.describe()
+                ),
+            )])),
+            Err(e) => {
+                tracing::warn!("cannot check the bucket layout: {e}; checking again in {LAYOUT_CHECK:?}");
+                Ok(())
+            }
+        }
+    }
+
     fn start_segment(
         &self,
         assignor: &Arc<dyn Assignor>,
@@ -85,8 +113,12 @@ impl super::Harvester {
         refresh: &mpsc::UnboundedSender<Uuid>,
     ) -> Segment {
         let generation = Uuid::new_v4();
-        let scope = BucketScope::new(assignor.bucket_count(), buckets.iter().copied());
-        let scope = (!scope.is_all()).then_some(scope);
+        // Always scoped, even to every bucket: the store checks the table's bucket layout in
+        // each scoped mark (and marks the whole table when the scope is all of it).
+        let scope = Some(BucketScope::new(
+            assignor.bucket_count(),
+            buckets.iter().copied(),
+        ));
         tracing::info!(%generation, buckets = ?buckets, "harvesting buckets");
         let running = self.start(
             Term::new(),
@@ -163,22 +195,23 @@ impl super::Harvester {
         });
     }
 
-    pub(super) async fn run_buckets(
+    /// Follows the assignor's events until cancelled or the assignor ends (or the layout check
+    /// fails), keeping `segment` on the owned buckets.
+    async fn serve(
         &self,
         assignor: &Arc<dyn Assignor>,
+        events: &mut AssignmentEvents,
+        segment: &mut Option<Segment>,
         cancel: CancellationToken,
     ) -> Result<()> {
-        let mut events = assignor
-            .take_events()
-            .ok_or(Error::Closed("the assignor's event stream"))?;
-        self.set_state(HarvesterState::Running);
+        let mut layout = tokio::time::interval(LAYOUT_CHECK);
+        layout.tick().await;
         let (refresh_tx, mut refresh_rx) = mpsc::unbounded_channel();
         let mut meter = tokio::time::interval(self.config.limits.min_metrics_interval);
         meter.tick().await;
-        let mut segment: Option<Segment> = None;
         let assignor_closed = assignor.closed();
         tokio::pin!(assignor_closed);
-        let outcome = loop {
+        loop {
             tokio::select! {
                 () = cancel.cancelled() => break Ok(()),
                 ended = &mut assignor_closed => {
@@ -194,8 +227,8 @@ impl super::Harvester {
                     let Some(event) = event else { break assignor.closed().await };
                     let mut change = Change::default();
                     change.add(event);
-                    self.coalesce(&mut events, &mut change).await;
-                    self.apply(assignor, &mut segment, change, &refresh_tx).await;
+                    self.coalesce(events, &mut change).await;
+                    self.apply(assignor, segment, change, &refresh_tx).await;
                 }
                 Some(generation) = refresh_rx.recv() => {
                     self.status.write().leader_id = Some(generation);
@@ -211,11 +244,39 @@ impl super::Harvester {
                     tokio::time::sleep(self.config.limits.io_error_backoff).await;
                     let still: Buckets = s.buckets.iter().copied().filter(|b| assignor.owns(*b)).collect();
                     if !still.is_empty() {
-                        segment = Some(self.start_segment(assignor, still, &refresh_tx));
+                        *segment = Some(self.start_segment(assignor, still, &refresh_tx));
                     }
                 }
                 _ = meter.tick() => self.emit(HarvestEvent::Meter(self.stats.snapshot())),
+                _ = layout.tick() => {
+                    if let Err(e) = self.check_layout(assignor).await {
+                        if let Some(s) = segment.take() {
+                            self.stop(Some(s.running), true).await;
+                        }
+                        break Err(e);
+                    }
+                }
             }
+        }
+    }
+
+    pub(super) async fn run_buckets(
+        &self,
+        assignor: &Arc<dyn Assignor>,
+        cancel: CancellationToken,
+    ) -> Result<()> {
+        let mut events = assignor
+            .take_events()
+            .ok_or(Error::Closed("the assignor's event stream"))?;
+        self.set_state(HarvesterState::Running);
+        let mut segment: Option<Segment> = None;
+        // A member whose bucket count disagrees with the table's never starts a pipeline.
+        let outcome = match self.check_layout(assignor).await {
+            Ok(()) => {
+                self.serve(assignor, &mut events, &mut segment, cancel)
+                    .await
+            }
+            Err(e) => Err(e),
         };
         self.set_state(HarvesterState::Closing);
         if let Some(s) = segment.take() {

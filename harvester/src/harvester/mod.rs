@@ -12,6 +12,8 @@
 
 mod buckets;
 
+pub use buckets::LAYOUT_CHECK;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

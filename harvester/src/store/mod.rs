@@ -142,13 +142,23 @@ pub trait OutboxStore: Send + Sync + fmt::Debug + 'static {
 
     /// [`mark`](Self::mark) within `scope`: the same promises, among the rows whose bucket is
     /// in the scope (a harvester that shares the outbox with others by bucket). A scope of
-    /// every bucket is the whole table.
+    /// every bucket is the whole table. Marks nothing unless `scope.count` is the bucket count
+    /// recorded by [`record_buckets`](Self::record_buckets) (none recorded: nothing), checked
+    /// in the same statement: a member configured with another count must never mark, since
+    /// its buckets would put one key under two owners.
     fn mark_scoped<'a>(
         &'a self,
         leader: Uuid,
         limit: usize,
         scope: &'a BucketScope,
     ) -> BoxFuture<'a, Result<Vec<Decoded>>>;
+
+    /// Records `count` as the table's bucket count B, by `by` (for the operator), unless one is
+    /// recorded already, and returns the count that stands: the first member's. Durable and
+    /// shared by every harvester of the table, so members that disagree on B find out before
+    /// they mark (see [`mark_scoped`](Self::mark_scoped)). Idempotent; safe when several
+    /// members start at once.
+    fn record_buckets<'a>(&'a self, count: u16, by: &'a str) -> BoxFuture<'a, Result<u16>>;
 
     /// Deletes the rows of `ids` still marked by one of `leaders`; returns how many it deleted.
     fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>>;

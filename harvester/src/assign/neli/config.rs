@@ -41,10 +41,12 @@ pub struct NeliAssignorConfig {
     pub revoke_timeout: Option<Duration>,
     /// Create the leader topic (with `partitions` partitions) when missing. Default true.
     pub create_topic: bool,
-    /// B: how many buckets the outbox is split into; the same for every member. Default 64.
+    /// B: how many buckets the outbox is split into; the same for every member (the table
+    /// records the first member's, and a member with another count refuses). Default 64.
     pub buckets: u16,
-    /// P: partitions of the leader topic that carry buckets (bucket `b` belongs to partition
-    /// `b % P`); must divide `buckets`. Default: `buckets` (one bucket per partition).
+    /// P: partitions of the leader topic, which must have exactly this many (bucket `b`
+    /// belongs to partition `b % P` on every member); must divide `buckets`. Default:
+    /// `buckets` (one bucket per partition).
     pub partitions: Option<u16>,
 }
 

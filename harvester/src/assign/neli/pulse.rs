@@ -8,6 +8,7 @@
 //! the group thread and outlives it: the assignor is closed once both have ended.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,7 +59,11 @@ pub(crate) fn run(shared: &Arc<Shared>, clients: Clients) -> Result<()> {
         &producer,
         &shared.config,
         config.heartbeat_timeout.min(Duration::from_secs(5)),
+        &|| shared.stop.load(Ordering::SeqCst),
     )?;
+    if shared.stop.load(Ordering::SeqCst) {
+        return Ok(());
+    }
     let reader: Reader = clients
         .reader
         .create_with_context(ReaderContext {
@@ -78,8 +83,19 @@ pub(crate) fn run(shared: &Arc<Shared>, clients: Clients) -> Result<()> {
 
     let mut reading = BTreeSet::new();
     let mut last_error_log = Instant::now() - Duration::from_secs(60);
+    let mut topic_checked = Instant::now();
+    let mut drift = None;
     while !group.is_finished() {
         shared.stalled();
+        if drift.is_none() {
+            drift = topic_drift(shared, &producer, &mut topic_checked).err();
+            if drift.is_some() {
+                // Fence everything at once (the marks' gate sees it before any event), then
+                // leave the group.
+                shared.table.lock().finish();
+                shared.stop.store(true, Ordering::SeqCst);
+            }
+        }
         follow(
             &reader,
             &config.topic,
@@ -127,9 +143,37 @@ pub(crate) fn run(shared: &Arc<Shared>, clients: Clients) -> Result<()> {
             "the bucket-assignment group thread (it panicked)",
         ))
     });
+    let outcome = match drift {
+        Some(e) => Err(e),
+        None => outcome,
+    };
     let _ = producer.flush(Duration::from_secs(1));
     tracing::info!(member = %config.name, "neli assignor closed");
     outcome
+}
+
+/// How often the leader topic's partition count is checked again while the assignor runs.
+const TOPIC_CHECK: Duration = Duration::from_secs(30);
+
+/// Checks the leader topic's partition count again every [`TOPIC_CHECK`], and at once when this
+/// member holds a partition at or above P (the topic grew, and the group assigned the new ones):
+/// members that map buckets to partitions with different counts would share buckets.
+fn topic_drift(shared: &Shared, producer: &BaseProducer, checked: &mut Instant) -> Result<()> {
+    let p = i32::from(shared.config.partitions);
+    let beyond = shared.table.lock().held().iter().any(|&held| held >= p);
+    if !beyond && checked.elapsed() < TOPIC_CHECK {
+        return Ok(());
+    }
+    *checked = Instant::now();
+    let timeout = shared
+        .config
+        .neli
+        .min_poll_interval
+        .max(Duration::from_millis(500));
+    match topic::partitions(producer, &shared.config.neli.topic, timeout) {
+        Some(n) => topic::check(&shared.config, n),
+        None => Ok(()),
+    }
 }
 
 /// Points the reader at the partitions now held: new ones from their end (only heartbeats sent

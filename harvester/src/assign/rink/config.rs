@@ -42,7 +42,8 @@ pub struct RinkConfig {
     /// Default 10s; at most 1h.
     #[serde(with = "humantime_serde")]
     pub rebalance_delay: Duration,
-    /// B: how many buckets the table is split into; the same for every member. Default
+    /// B: how many buckets the table is split into; the same for every member (the table
+    /// records the first member's, and a member with another count refuses). Default
     /// [`DEFAULT_BUCKETS`] (64).
     pub buckets: u16,
     /// How long a member waits for the application to acknowledge a revocation before it

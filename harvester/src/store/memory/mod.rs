@@ -148,6 +148,8 @@ struct State {
     quarantine: Vec<Quarantined>,
     faults: HashMap<Op, VecDeque<Fault>>,
     calls: HashMap<Op, u64>,
+    /// The recorded bucket count (`record_buckets`).
+    buckets: Option<u16>,
 }
 
 #[derive(Debug)]
@@ -260,6 +262,16 @@ impl MemoryStore {
         self.inner.state.lock().calls.get(&op).copied().unwrap_or(0)
     }
 
+    /// The recorded bucket count (`record_buckets`), if any.
+    pub fn recorded_buckets(&self) -> Option<u16> {
+        self.inner.state.lock().buckets
+    }
+
+    /// Replaces the recorded bucket count, as an operator editing the layout would.
+    pub fn set_recorded_buckets(&self, count: Option<u16>) {
+        self.inner.state.lock().buckets = count;
+    }
+
     /// Runs one call of `op`: its planned fault (if any) around `apply`.
     async fn call<T>(&self, op: Op, apply: impl FnOnce(&mut State) -> T) -> Result<T> {
         let fault = {
@@ -319,8 +331,10 @@ impl OutboxStore for MemoryStore {
     ) -> BoxFuture<'a, Result<Vec<Decoded>>> {
         let require_key = self.inner.require_key;
         Box::pin(self.call(Op::Mark, move |s| {
+            let layout = s.buckets == Some(scope.count);
             s.rows
                 .values_mut()
+                .filter(|_| layout)
                 .filter(|r| r.leader_id != Some(leader))
                 .filter(|r| scope.buckets.binary_search(&r.bucket(scope.count)).is_ok())
                 .take(limit)
@@ -402,6 +416,12 @@ impl OutboxStore for MemoryStore {
 
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async { Ok(()) })
+    }
+
+    fn record_buckets<'a>(&'a self, count: u16, _by: &'a str) -> BoxFuture<'a, Result<u16>> {
+        let mut s = self.inner.state.lock();
+        let recorded = *s.buckets.get_or_insert(count);
+        Box::pin(async move { Ok(recorded) })
     }
 }
 

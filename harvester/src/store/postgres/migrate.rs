@@ -21,10 +21,11 @@ const QUARANTINE: (i32, &str, &str) = (
 const NOTIFY: (i32, &str, &str) = (3, "notify", include_str!("migrations/0003_notify.sql"));
 
 const STORAGE: (i32, &str, &str) = (4, "storage", include_str!("migrations/0004_storage.sql"));
+const LAYOUT: (i32, &str, &str) = (5, "layout", include_str!("migrations/0005_layout.sql"));
 
-const NATIVE: &[(i32, &str, &str)] = &[OUTBOX, QUARANTINE, NOTIFY, STORAGE];
-/// A goharvest table is left as it is: only the quarantine is ours.
-const GOHARVEST: &[(i32, &str, &str)] = &[QUARANTINE];
+const NATIVE: &[(i32, &str, &str)] = &[OUTBOX, QUARANTINE, NOTIFY, STORAGE, LAYOUT];
+/// A goharvest table is left as it is: only the quarantine and the bucket layout are ours.
+const GOHARVEST: &[(i32, &str, &str)] = &[QUARANTINE, LAYOUT];
 
 /// Creates or upgrades the outbox (native shape) or only the quarantine (goharvest shape, whose
 /// table is left as it is). Idempotent.

@@ -222,19 +222,23 @@ impl PgStore {
         // One mark at a time per store: the probes' order is part of the floor's argument.
         let _serial = self.marking.lock().await;
         let probe = self.probe().await;
-        let key = scope.map(|s| s.buckets.as_slice());
+        // A scope of every bucket is the whole table (its floor too), with the layout guard.
+        let part = scope.filter(|s| !s.is_all());
+        let key = part.map(|s| s.buckets.as_slice());
         let begun = self.cursor.lock().begin(key, leader, probe);
-        let query = match scope {
-            None => sqlx::query(&self.statements.mark),
-            Some(_) => sqlx::query(&self.statements.mark_scoped),
+        let query = match (scope, part) {
+            (None, _) => sqlx::query(&self.statements.mark),
+            (Some(_), None) => sqlx::query(&self.statements.mark_all_buckets),
+            (Some(_), Some(_)) => sqlx::query(&self.statements.mark_scoped),
         }
         .bind(leader)
         .bind(limit as i64)
         .bind(begun.floor);
-        let query = match scope {
-            None => query,
-            Some(s) => query
-                .bind(s.buckets.iter().map(|&b| i64::from(b)).collect::<Vec<_>>())
+        let query = match (scope, part) {
+            (None, _) => query,
+            (Some(s), None) => query.bind(i64::from(s.count)),
+            (Some(s), Some(p)) => query
+                .bind(p.buckets.iter().map(|&b| i64::from(b)).collect::<Vec<_>>())
                 .bind(i64::from(s.count)),
         };
         let mut rows = query
@@ -322,7 +326,7 @@ impl OutboxStore for PgStore {
         limit: usize,
         scope: &'a BucketScope,
     ) -> BoxFuture<'a, Result<Vec<Decoded>>> {
-        Box::pin(self.mark_in(leader, limit, (!scope.is_all()).then_some(scope)))
+        Box::pin(self.mark_in(leader, limit, Some(scope)))
     }
 
     fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {
@@ -404,6 +408,26 @@ impl OutboxStore for PgStore {
             Ok(Backlog {
                 rows,
                 oldest_age_seconds: age.unwrap_or(0.0).max(0.0),
+            })
+        })
+    }
+
+    fn record_buckets<'a>(&'a self, count: u16, by: &'a str) -> BoxFuture<'a, Result<u16>> {
+        Box::pin(async move {
+            sqlx::query(&self.statements.layout_record)
+                .bind(i32::from(count))
+                .bind(by)
+                .execute(&self.pool)
+                .await
+                .map_err(Error::db("record the bucket layout"))?;
+            let recorded: i32 = sqlx::query_scalar(&self.statements.layout_read)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(Error::db("read the bucket layout"))?;
+            u16::try_from(recorded).map_err(|_| {
+                Error::Pipeline(format!(
+                    "the recorded bucket count {recorded} is out of range"
+                ))
             })
         })
     }

@@ -10,8 +10,16 @@ use crate::outbox::{Shape, TableName};
 #[derive(Debug, Clone)]
 pub struct Statements {
     pub mark: String,
-    /// The mark within a bucket scope (`$4` the buckets, `$5` their count).
+    /// The mark within a bucket scope (`$4` the buckets, `$5` their count, which must be the
+    /// recorded layout's).
     pub mark_scoped: String,
+    /// The mark of a scope of every bucket: the whole table, with the layout guard only (`$4`
+    /// the bucket count).
+    pub mark_all_buckets: String,
+    /// Records the bucket layout unless one is (`$1` B, `$2` who).
+    pub layout_record: String,
+    /// The recorded bucket layout (no row: none).
+    pub layout_read: String,
     /// The bucket of a key (`$1` the key, `$2` the bucket count), for tools and tests.
     pub bucket_of: String,
     pub purge: String,
@@ -35,6 +43,7 @@ pub(crate) fn placeholders(
     vec![
         ("{{outbox}}", table.quoted()),
         ("{{quarantine}}", quarantine.quoted()),
+        ("{{layout}}", table.sibling("_layout").quoted()),
         ("{{channel}}", table.ident("_harvest")),
         ("{{notify_fn}}", table.sibling("_notify").quoted()),
         (
@@ -75,14 +84,20 @@ impl Statements {
                 &[("{{key}}", key.to_owned()), ("{{count}}", count.to_owned())],
             )
         };
+        // The layout guard is an uncorrelated subquery: evaluated once per mark, and a count
+        // other than the recorded one (or none recorded) picks nothing.
         let scope = format!(
-            " AND ({}) = ANY($4::BIGINT[])",
+            " AND ({}) = ANY($4::BIGINT[]) AND $5::BIGINT = (SELECT buckets FROM {{{{layout}}}})",
             expression("kafka_key", "$5::BIGINT")
         );
+        let guard = " AND $4::BIGINT = (SELECT buckets FROM {{layout}})";
         Statements {
             mark: render(&mark.replace("{{scope}}", ""), &p),
+            mark_all_buckets: render(&mark.replace("{{scope}}", guard), &p),
             mark_scoped: render(&mark.replace("{{scope}}", &scope), &p),
             bucket_of: format!("SELECT ({})::INT", expression("$1", "$2::BIGINT")),
+            layout_record: render(include_str!("sql/layout_record.sql"), &p),
+            layout_read: render(include_str!("sql/layout_read.sql"), &p),
             purge: render(include_str!("sql/purge.sql"), &p),
             reset: render(include_str!("sql/reset.sql"), &p),
             quarantine: render(include_str!("sql/quarantine.sql"), &p),

@@ -1,5 +1,5 @@
 -- Mark, goharvest table shape: text key/value and text header arrays. The floor ($3), the array
--- pick and the picked count are as in mark_native.sql.
+-- pick, the picked count and the scope (with its layout guard) are as in mark_native.sql.
 WITH picked AS MATERIALIZED (
     SELECT ARRAY(
         SELECT id FROM {{outbox}}

@@ -6,7 +6,8 @@
 -- more or less: how many rows the scan picked and the last of them, even when a concurrent
 -- delete left none to mark (then the row's id is NULL). The scope placeholder after the leader
 -- condition is empty for the whole table; a scoped mark (mark_scoped) puts there
--- `AND <the row's bucket> = ANY($4)`, $5 the bucket count (bucket_native.sql).
+-- `AND <the row's bucket> = ANY($4)` (bucket_native.sql), $5 the bucket count, and a guard that
+-- $5 is the count recorded in the layout table (migrations/0005_layout.sql).
 WITH picked AS MATERIALIZED (
     SELECT ARRAY(
         SELECT id FROM {{outbox}}
