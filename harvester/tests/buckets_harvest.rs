@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,11 +61,28 @@ async fn buckets_move_mid_stream_without_loss_or_reorder() {
     // An orderly move: a hands 2 and 3 over (drained and purged before the barrier), then c
     // takes them.
     let in_flight_a = ha.harvester.in_flight_records();
+    let leader_a = ha.harvester.leader_id();
+    let published_a = ha.harvester.stats().published;
     assert!(
         a.revoke([2, 3], Duration::from_secs(10)).await,
         "a acknowledged the revoke"
     );
     assert_eq!(a.owned(), (0..2).collect());
+    // a handed 2 and 3 over without stopping 0 and 1: the same pipeline, under the same leader
+    // id, still publishing.
+    assert_eq!(
+        ha.harvester.live_stats().narrowings.load(Ordering::Relaxed),
+        1,
+        "narrowed, not restarted"
+    );
+    assert_eq!(ha.harvester.leader_id(), leader_a, "no restart");
+    wait_for(
+        "a's other buckets keep flowing",
+        Duration::from_secs(10),
+        || async { ha.harvester.stats().published > published_a },
+    )
+    .await
+    .unwrap();
     c.acquire([2, 3]);
     tokio::time::sleep(Duration::from_millis(300)).await;
     // A fence: b loses 6 and 7 at once (no barrier); a takes them.

@@ -370,3 +370,85 @@ async fn poison_rows_are_quarantined_while_other_keys_flow() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoke_waits_for_its_buckets_records_while_the_others_keep_flowing() {
+    use harvester::assign::mock::MockAssignor;
+    const B: u16 = 8;
+    let mut bed = Bed::new();
+    bed.write("k");
+    let keys: Vec<Option<Vec<u8>>> = (0..KEYS)
+        .map(|k| Some(format!("k{k}").into_bytes()))
+        .collect();
+    let buckets = bed.store.buckets_of(&keys, B).await.unwrap();
+    let revoked = buckets[0];
+    assert!(
+        buckets.iter().any(|b| *b != revoked),
+        "the keys span more than one bucket: {buckets:?}"
+    );
+    let member = |assignor: &MockAssignor| {
+        let (config, store, assignor) = (
+            bed.config(),
+            Arc::new(bed.store.clone()),
+            Arc::new(assignor.clone()),
+        );
+        async move {
+            let h = Harvester::with_assignor(config, store, assignor)
+                .await
+                .unwrap();
+            Arc::new(h).spawn()
+        }
+    };
+    // a owns everything; its first purge is held, so records of every key stay in its pipeline.
+    let gate = bed.store.hold_next(Op::Purge);
+    let a = MockAssignor::new(B);
+    let ha = member(&a).await;
+    a.acquire(0..B);
+    gate.reached().await;
+    let leader_a = ha.harvester.leader_id();
+    let revoke = {
+        let a = a.clone();
+        tokio::spawn(async move { a.revoke([revoked], Duration::from_secs(10)).await })
+    };
+    // The barrier holds while a still holds records of the revoked bucket.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !revoke.is_finished(),
+        "the revoke was acknowledged while records of its bucket were still in flight"
+    );
+    gate.open();
+    assert!(revoke.await.unwrap(), "a acknowledged the revoke");
+    assert_eq!(
+        ha.harvester.live_stats().narrowings.load(Relaxed),
+        1,
+        "narrowed, not restarted"
+    );
+    assert_eq!(ha.harvester.leader_id(), leader_a, "no restart");
+    // Nothing of the revoked bucket is marked by a any more, and the other buckets drain.
+    let revoked_key = |row: &Row| row.bucket(B) == revoked;
+    assert!(
+        bed.store
+            .rows()
+            .iter()
+            .filter(|r| revoked_key(r))
+            .all(|r| r.leader_id != leader_a),
+        "a still has rows of the revoked bucket marked"
+    );
+    wait_for(
+        "the other buckets drain",
+        Duration::from_secs(20),
+        || async { bed.store.rows().iter().all(revoked_key) },
+    )
+    .await
+    .unwrap();
+    // b takes the revoked bucket over and drains it: nothing lost, no key out of order.
+    let b = MockAssignor::new(B);
+    let hb = member(&b).await;
+    b.acquire([revoked]);
+    bed.emptied().await;
+    let report = bed.verify().await;
+    ha.stop().await.unwrap();
+    hb.stop().await.unwrap();
+    report.assert_correct();
+    assert_eq!(report.delivered, RECORDS);
+}

@@ -1,26 +1,32 @@
 //! A harvester sharing the outbox by bucket: one pipeline for the buckets it owns, restarted
-//! under a fresh leader id whenever they change.
+//! under a fresh leader id when it acquires buckets, narrowed in place when it hands some over.
 //!
 //! The pipeline is exactly the single-leader one (marker, shards, purger) with its marks scoped
 //! to the owned buckets, so everything MP/R promises per leader holds unchanged: each set of
-//! buckets is marked under a leader id never used before (purge, reset and quarantine touch only
-//! rows it marked, so a bucket that moved away and back cannot be purged by a stale
+//! acquired buckets is marked under a leader id never used before (purge, reset and quarantine
+//! touch only rows it marked, so a bucket that moved away and back cannot be purged by a stale
 //! acknowledgement); the gate is the assignor's deadline-checked ownership of every bucket of
-//! the set; and a graceful stop drains and purges before a revocation's barrier is released, so
-//! the next owner never races a record still in flight here.
+//! the set; and a revocation's barrier is released only once none of its buckets' records is
+//! left in the pipeline, so the next owner never races a record still in flight here.
 //!
 //! Why one pipeline and not one per set of buckets acquired together: each pipeline holds its
 //! own connections (a `LISTEN`, the marker's, the purger's) and producers, and an assignor may
 //! hand buckets over one partition at a time; sixteen acquisitions made sixteen pipelines and
-//! exhausted a pool of six connections in the first multi-process test. A change of buckets
-//! therefore costs every owned bucket one drain (typically well under a second), and changes
-//! that arrive together (a rebalance acquiring several partitions) are applied together: after
-//! an acquisition the loop waits [`COALESCE`] for more before restarting.
+//! exhausted a pool of six connections in the first multi-process test. So:
+//! - a **revocation** narrows the running pipeline ([`crate::pipeline::narrow`]): it stops
+//!   marking the revoked buckets and waits for their records only, while the others keep
+//!   flowing; if that cannot finish, the pipeline stops gracefully and restarts instead;
+//! - an **acquisition** restarts the pipeline under a fresh leader id, which costs every owned
+//!   bucket one drain (typically well under a second); acquisitions that arrive together (a
+//!   rebalance acquiring several partitions) are applied together: after one the loop waits
+//!   [`COALESCE`] for more before restarting;
+//! - a **fence** cuts the pipeline at once (its gate already refuses every send).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use parking_lot::RwLock;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -28,6 +34,7 @@ use super::{HarvestEvent, HarvesterState, RunningTerm};
 use crate::assign::{Ack, AssignmentEvent, AssignmentEvents, Assignor, Buckets};
 use crate::election::Term;
 use crate::error::{ConfigProblem, Error};
+use crate::pipeline::narrow::Narrow;
 use crate::pipeline::Gate;
 use crate::stats::Stats;
 use crate::store::BucketScope;
@@ -44,6 +51,8 @@ pub const LAYOUT_CHECK: Duration = Duration::from_secs(10);
 /// The running pipeline and the buckets it marks.
 struct Segment {
     buckets: Buckets,
+    /// The buckets its gate requires (the same set, shared with the gate).
+    gated: Arc<RwLock<Vec<u16>>>,
     running: RunningTerm,
 }
 
@@ -75,11 +84,12 @@ impl Change {
     }
 }
 
-/// The gate of a segment: the assignor still owns every bucket of it.
-fn segment_gate(assignor: &Arc<dyn Assignor>, buckets: &Buckets) -> Gate {
+/// The gate of a segment: the assignor still owns every bucket of it (`gated`, which a
+/// narrowing shrinks).
+fn segment_gate(assignor: &Arc<dyn Assignor>, gated: &Arc<RwLock<Vec<u16>>>) -> Gate {
     let assignor = Arc::clone(assignor);
-    let buckets: Vec<u16> = buckets.iter().copied().collect();
-    Arc::new(move || assignor.owns_all(&buckets))
+    let gated = Arc::clone(gated);
+    Arc::new(move || assignor.owns_all(&gated.read()))
 }
 
 impl super::Harvester {
@@ -120,11 +130,12 @@ impl super::Harvester {
             buckets.iter().copied(),
         ));
         tracing::info!(%generation, buckets = ?buckets, "harvesting buckets");
+        let gated = Arc::new(RwLock::new(buckets.iter().copied().collect()));
         let running = self.start(
             Term::new(),
             generation,
             refresh,
-            segment_gate(assignor, &buckets),
+            segment_gate(assignor, &gated),
             scope,
         );
         self.status.write().leading_since = Some(std::time::SystemTime::now());
@@ -132,7 +143,31 @@ impl super::Harvester {
         self.emit(HarvestEvent::Acquired {
             leader_id: generation,
         });
-        Segment { buckets, running }
+        Segment {
+            buckets,
+            gated,
+            running,
+        }
+    }
+
+    /// Hands `revoked` over without stopping the segment's other buckets (see
+    /// [`crate::pipeline::narrow`]); false when it could not, and the segment must stop instead.
+    async fn narrow(&self, segment: &mut Segment, revoked: &Buckets) -> bool {
+        let (done, drained) = oneshot::channel();
+        let request = Narrow {
+            buckets: revoked.clone(),
+            done,
+        };
+        if segment.running.narrow.send(request).await.is_err() {
+            return false;
+        }
+        if !drained.await.unwrap_or(false) {
+            return false;
+        }
+        segment.buckets.retain(|b| !revoked.contains(b));
+        *segment.gated.write() = segment.buckets.iter().copied().collect();
+        Stats::add(&self.stats.narrowings, 1);
+        true
     }
 
     /// Gathers more events after an acquisition, for [`COALESCE`] or until one is urgent.
@@ -167,13 +202,28 @@ impl super::Harvester {
             .into_iter()
             .filter(|b| !gone.contains(b))
             .collect();
-        if next != held || !change.fenced.is_disjoint(&held) {
-            let hard = !change.fenced.is_disjoint(&held);
-            if let Some(s) = segment.take() {
-                self.stop(Some(s.running), hard).await;
-            }
-            if !next.is_empty() {
-                *segment = Some(self.start_segment(assignor, next, refresh));
+        let hard = !change.fenced.is_disjoint(&held);
+        if next != held || hard {
+            // Only revoked buckets leave and nothing arrives: the others keep flowing.
+            let leaving: Buckets = held.difference(&next).copied().collect();
+            let narrowed = match segment.as_mut() {
+                Some(s)
+                    if !hard
+                        && !next.is_empty()
+                        && next.is_subset(&held)
+                        && leaving.is_subset(&change.revoked) =>
+                {
+                    self.narrow(s, &leaving).await
+                }
+                _ => false,
+            };
+            if !narrowed {
+                if let Some(s) = segment.take() {
+                    self.stop(Some(s.running), hard).await;
+                }
+                if !next.is_empty() {
+                    *segment = Some(self.start_segment(assignor, next, refresh));
+                }
             }
         }
         if !change.fenced.is_empty() {

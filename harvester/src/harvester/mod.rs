@@ -29,6 +29,7 @@ use crate::assign::Assignor;
 use crate::config::{Config, Coordinator};
 use crate::election::{ElectionEvent, Elector, Term};
 use crate::error::Error;
+use crate::pipeline::narrow::Narrow;
 use crate::pipeline::{run_term, Gate, ShardProducer, TermContext};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::store::postgres::PgStore;
@@ -96,6 +97,8 @@ struct RunningTerm {
     graceful: CancellationToken,
     hard: CancellationToken,
     handle: JoinHandle<Result<()>>,
+    /// Hands buckets over while the rest keep flowing (bucket sharing only).
+    narrow: mpsc::Sender<Narrow>,
 }
 
 impl Harvester {
@@ -439,7 +442,8 @@ impl Harvester {
             permits: Arc::new(Semaphore::new(limits.max_in_flight_records)),
             limits,
             gate,
-            scope,
+            scope: RwLock::new(scope),
+            marking: tokio::sync::Mutex::new(()),
             stats: Arc::clone(&self.stats),
             generations: Arc::new(RwLock::new(vec![generation])),
             force_remark: Arc::new(AtomicBool::new(false)),
@@ -452,13 +456,14 @@ impl Harvester {
         let producer_config = self.config.producer_client_config();
         let shards = self.config.limits.send_concurrency;
         let (g, h) = (graceful.clone(), hard.clone());
+        let (narrow, narrowings) = mpsc::channel(1);
         tracing::info!(%term, %generation, "leading: starting the pipeline");
         let handle = tokio::spawn(async move {
             let config = producer_config.map_err(Error::InvalidConfig)?;
             let producers = (0..shards)
                 .map(|i| ShardProducer::new(i, &config))
                 .collect::<Result<Vec<_>>>()?;
-            let result = run_term(ctx, producers.clone(), g, h.clone()).await;
+            let result = run_term(ctx, producers.clone(), narrowings, g, h.clone()).await;
             // Destroying producers blocks until librdkafka lets go; keep that off the runtime.
             let fenced = h.is_cancelled();
             let _ = tokio::task::spawn_blocking(move || {
@@ -477,6 +482,7 @@ impl Harvester {
             graceful,
             hard,
             handle,
+            narrow,
         }
     }
 

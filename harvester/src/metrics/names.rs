@@ -20,6 +20,7 @@ pub const DUPLICATE_MARKS: &str = "harvester_duplicate_marks_total";
 pub const TERMS: &str = "harvester_leader_terms_total";
 pub const FENCES: &str = "harvester_leader_fences_total";
 pub const REVOKES: &str = "harvester_leader_revokes_total";
+pub const NARROWINGS: &str = "harvester_bucket_narrowings_total";
 pub const DB_ERRORS: &str = "harvester_db_errors_total";
 
 // Gauges.
@@ -59,6 +60,7 @@ pub const ALL: &[&str] = &[
     TERMS,
     FENCES,
     REVOKES,
+    NARROWINGS,
     DB_ERRORS,
     IN_FLIGHT_RECORDS,
     IN_FLIGHT_KEYS,

@@ -92,6 +92,11 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
     );
     e.counter(n::REVOKES, "Orderly hand-offs of leadership.", &s.revokes);
     e.counter(
+        n::NARROWINGS,
+        "Buckets handed over while the member's other buckets kept flowing.",
+        &s.narrowings,
+    );
+    e.counter(
         n::DB_ERRORS,
         "Failed mark, purge, reset or quarantine statements.",
         &s.db_errors,

@@ -109,6 +109,16 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
         self.queues.len()
     }
 
+    /// The keys with rows held (only those in `among`, when given). Off the per-record path:
+    /// asked when buckets are handed over.
+    pub fn held_keys(&self, among: Option<&HashSet<Key>>) -> Vec<Key> {
+        self.queues
+            .keys()
+            .filter(|k| among.is_none_or(|among| among.contains(*k)))
+            .cloned()
+            .collect()
+    }
+
     pub fn contains(&self, id: i64) -> bool {
         self.index.contains_key(&id)
     }

@@ -13,14 +13,14 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::route::shard_for;
-use super::{Stats, TermContext, ToPurger};
+use super::{Stats, TermContext, ToPurger, ToShard};
 use crate::outbox::OutboxRecord;
 use crate::store::Wakeups;
 use crate::Result;
 
 pub(crate) async fn run(
     ctx: Arc<TermContext>,
-    shards: Vec<mpsc::Sender<Vec<OutboxRecord>>>,
+    shards: Vec<mpsc::Sender<ToShard>>,
     purger: mpsc::Sender<ToPurger>,
     graceful: CancellationToken,
     hard: CancellationToken,
@@ -59,14 +59,18 @@ pub(crate) async fn run(
             continue;
         }
         let generation = ctx.current_generation();
+        // From reading the scope until the batches are with the shards (see `narrow`).
+        let marking = ctx.marking.lock().await;
+        let scope = ctx.scope.read().clone();
         let started = std::time::Instant::now();
-        let mark = match &ctx.scope {
+        let mark = match &scope {
             None => ctx.store.mark(generation, n),
             Some(scope) => ctx.store.mark_scoped(generation, n, scope),
         };
         let rows = match ctx.bounded("run the mark query", mark).await {
             Ok(rows) => rows,
             Err(e) => {
+                drop(marking);
                 Stats::add(&ctx.stats.db_errors, 1);
                 ctx.release(n);
                 // The update may have committed without us seeing the rows: re-mark.
@@ -108,6 +112,7 @@ pub(crate) async fn run(
         }
         ctx.release(n - used);
         if used == 0 {
+            drop(marking);
             wait_for_work(&ctx, wakeups.as_mut(), idle, &graceful, &hard).await;
             idle = (idle * 2).min(limits.idle_poll_interval);
             continue;
@@ -118,7 +123,7 @@ pub(crate) async fn run(
                 continue;
             }
             tokio::select! {
-                sent = shards[shard].send(batch) => if sent.is_err() { return Ok(()) },
+                sent = shards[shard].send(ToShard::Records(batch)) => if sent.is_err() { return Ok(()) },
                 () = hard.cancelled() => return Ok(()),
             }
         }

@@ -51,25 +51,29 @@ pub(crate) mod classify;
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 pub mod keys;
 mod marker;
+pub(crate) mod narrow;
 mod producer;
 mod purger;
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 pub mod route;
 mod shard;
 
+use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub(crate) use crate::stats::Stats;
 
 use crate::config::Limits;
+use crate::outbox::OutboxRecord;
 use crate::store::{BucketScope, OutboxStore};
 use crate::Result;
+use keys::Key;
 #[cfg(feature = "internals")]
 pub use producer::message_headers;
 pub(crate) use producer::ShardProducer;
@@ -89,6 +93,19 @@ pub(crate) enum ToPurger {
     },
 }
 
+/// What the marker (and a narrowing) sends a shard, in one channel so that a probe sent after
+/// a batch is answered after the batch was admitted.
+#[derive(Debug)]
+pub(crate) enum ToShard {
+    /// Marked records for the shard's keys.
+    Records(Vec<OutboxRecord>),
+    /// Which keys the shard holds rows of (only among `among`, when given).
+    Probe {
+        among: Option<Arc<HashSet<Key>>>,
+        reply: oneshot::Sender<Vec<Key>>,
+    },
+}
+
 /// Rows the purger has finished with (deleted, quarantined, or no longer ours).
 #[derive(Debug)]
 pub(crate) struct Done {
@@ -105,8 +122,12 @@ pub(crate) struct TermContext {
     pub store: Arc<dyn OutboxStore>,
     pub limits: Limits,
     pub gate: Gate,
-    /// The buckets this term marks (None: the whole table).
-    pub scope: Option<BucketScope>,
+    /// The buckets this term marks (None: the whole table). A hand-over narrows it while the
+    /// term runs (see [`narrow`]).
+    pub scope: RwLock<Option<BucketScope>>,
+    /// Held by the marker from reading the scope until its batches are with the shards, so a
+    /// narrowing can wait out a mark begun with the old scope.
+    pub marking: tokio::sync::Mutex<()>,
     pub stats: Arc<Stats>,
     /// Leader ids used in this term; the last is current. Purge and reset accept any of them.
     pub generations: Arc<RwLock<Vec<Uuid>>>,
@@ -179,10 +200,12 @@ impl TermContext {
     }
 }
 
-/// Runs the pipeline until `graceful` (stop marking, drain, purge) or `hard` (stop at once).
+/// Runs the pipeline until `graceful` (stop marking, drain, purge) or `hard` (stop at once),
+/// serving `narrowings` (buckets handed over while the rest keep flowing) meanwhile.
 pub(crate) async fn run_term(
     ctx: Arc<TermContext>,
     producers: Vec<Arc<ShardProducer>>,
+    narrowings: mpsc::Receiver<narrow::Narrow>,
     graceful: CancellationToken,
     hard: CancellationToken,
 ) -> Result<()> {
@@ -205,6 +228,13 @@ pub(crate) async fn run_term(
         done_txs,
         hard.clone(),
     ));
+    let narrower = tokio::spawn(narrow::serve(
+        Arc::clone(&ctx),
+        batch_txs.clone(),
+        narrowings,
+        graceful.clone(),
+        hard.clone(),
+    ));
     let marker = marker::run(
         Arc::clone(&ctx),
         batch_txs,
@@ -213,6 +243,9 @@ pub(crate) async fn run_term(
         hard.clone(),
     );
     let mut first_error = marker.await.err();
+    // The narrower holds senders of the shards' channels: the shards drain once it is gone.
+    narrower.abort();
+    let _ = narrower.await;
     while let Some(joined) = tasks.join_next().await {
         match joined {
             Ok(Err(e)) if first_error.is_none() => {

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::classify::{classify, Failure};
 use super::keys::{Admitted, Finished, Key, KeyQueues, State};
 use super::producer::{Report, SendError, ShardProducer};
-use super::{Done, Stats, TermContext, ToPurger};
+use super::{Done, Stats, TermContext, ToPurger, ToShard};
 use crate::error::Error;
 use crate::outbox::OutboxRecord;
 use crate::Result;
@@ -58,7 +58,7 @@ impl Shard {
 
     pub async fn run(
         mut self,
-        mut batches: mpsc::Receiver<Vec<OutboxRecord>>,
+        mut batches: mpsc::Receiver<ToShard>,
         mut done: mpsc::UnboundedReceiver<Done>,
         hard: CancellationToken,
     ) -> Result<()> {
@@ -99,8 +99,11 @@ impl Shard {
                     if let Err(e) = self.on_report(report).await { break Err(e); }
                 }
                 batch = batches.recv(), if draining.is_none() => match batch {
-                    Some(records) => {
+                    Some(ToShard::Records(records)) => {
                         if let Err(e) = self.on_batch(records).await { break Err(e); }
+                    }
+                    Some(ToShard::Probe { among, reply }) => {
+                        let _ = reply.send(self.keys.held_keys(among.as_deref()));
                     }
                     None => {
                         // The marker stopped (revocation or shutdown): drain.

@@ -50,6 +50,8 @@ pub struct Stats {
     pub terms: AtomicU64,
     pub fences: AtomicU64,
     pub revokes: AtomicU64,
+    /// Hand-overs of some buckets done without restarting the pipeline (bucket sharing).
+    pub narrowings: AtomicU64,
     /// Failed mark, purge, reset or quarantine statements.
     pub db_errors: AtomicU64,
     /// Messages in the producers' local queues (sum over shards, sampled every few ms).

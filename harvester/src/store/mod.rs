@@ -153,6 +153,15 @@ pub trait OutboxStore: Send + Sync + fmt::Debug + 'static {
         scope: &'a BucketScope,
     ) -> BoxFuture<'a, Result<Vec<Decoded>>>;
 
+    /// The bucket of each of `keys` (`None`: a keyless row) in a table of `count` buckets, in
+    /// order, as [`mark_scoped`](Self::mark_scoped) computes it. Called when a harvester hands
+    /// buckets over, to tell which of the keys it holds belong to them; never per record.
+    fn buckets_of<'a>(
+        &'a self,
+        keys: &'a [Option<Vec<u8>>],
+        count: u16,
+    ) -> BoxFuture<'a, Result<Vec<u16>>>;
+
     /// Records `count` as the table's bucket count B, by `by` (for the operator), unless one is
     /// recorded already, and returns the count that stands: the first member's. Durable and
     /// shared by every harvester of the table, so members that disagree on B find out before

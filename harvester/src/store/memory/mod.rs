@@ -89,9 +89,14 @@ impl Row {
     /// Its bucket in a table of `count` buckets: FNV-1a of the key (the empty key when there is
     /// none) mod `count`. This store's own hash; Postgres uses its text hash.
     pub fn bucket(&self, count: u16) -> u16 {
-        let hash = crate::hash::fnv1a32(self.key.as_deref().unwrap_or_default());
-        u16::try_from(hash % u32::from(count.max(1))).unwrap_or(0)
+        bucket_of(self.key.as_deref(), count)
     }
+}
+
+/// This store's bucket of a key (see [`Row::bucket`]).
+fn bucket_of(key: Option<&[u8]>, count: u16) -> u16 {
+    let hash = crate::hash::fnv1a32(key.unwrap_or_default());
+    u16::try_from(hash % u32::from(count.max(1))).unwrap_or(0)
 }
 
 impl From<&StashRecord> for Row {
@@ -416,6 +421,18 @@ impl OutboxStore for MemoryStore {
 
     fn ping(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async { Ok(()) })
+    }
+
+    fn buckets_of<'a>(
+        &'a self,
+        keys: &'a [Option<Vec<u8>>],
+        count: u16,
+    ) -> BoxFuture<'a, Result<Vec<u16>>> {
+        let buckets = keys
+            .iter()
+            .map(|k| bucket_of(k.as_deref(), count))
+            .collect();
+        Box::pin(async move { Ok(buckets) })
     }
 
     fn record_buckets<'a>(&'a self, count: u16, _by: &'a str) -> BoxFuture<'a, Result<u16>> {

@@ -412,6 +412,36 @@ impl OutboxStore for PgStore {
         })
     }
 
+    fn buckets_of<'a>(
+        &'a self,
+        keys: &'a [Option<Vec<u8>>],
+        count: u16,
+    ) -> BoxFuture<'a, Result<Vec<u16>>> {
+        Box::pin(async move {
+            let sql = &self.statements.buckets_of;
+            let query = match self.shape {
+                Shape::Native => sqlx::query_scalar(sql).bind(keys.to_vec()),
+                Shape::Goharvest => sqlx::query_scalar(sql).bind(
+                    keys.iter()
+                        .map(|k| k.as_ref().map(|k| String::from_utf8_lossy(k).into_owned()))
+                        .collect::<Vec<Option<String>>>(),
+                ),
+            };
+            let buckets: Vec<i32> = query
+                .bind(i64::from(count))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(Error::db("compute the buckets of held keys"))?;
+            buckets
+                .into_iter()
+                .map(|b| {
+                    u16::try_from(b)
+                        .map_err(|_| Error::Pipeline(format!("bucket {b} out of range")))
+                })
+                .collect()
+        })
+    }
+
     fn record_buckets<'a>(&'a self, count: u16, by: &'a str) -> BoxFuture<'a, Result<u16>> {
         Box::pin(async move {
             sqlx::query(&self.statements.layout_record)

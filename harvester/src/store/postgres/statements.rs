@@ -22,6 +22,8 @@ pub struct Statements {
     pub layout_read: String,
     /// The bucket of a key (`$1` the key, `$2` the bucket count), for tools and tests.
     pub bucket_of: String,
+    /// The buckets of many keys, in order (`$1` the keys, an array, `$2` the bucket count).
+    pub buckets_of: String,
     pub purge: String,
     pub reset: String,
     pub quarantine: String,
@@ -96,6 +98,10 @@ impl Statements {
             mark_all_buckets: render(&mark.replace("{{scope}}", guard), &p),
             mark_scoped: render(&mark.replace("{{scope}}", &scope), &p),
             bucket_of: format!("SELECT ({})::INT", expression("$1", "$2::BIGINT")),
+            buckets_of: format!(
+                "SELECT ({})::INT FROM unnest($1) WITH ORDINALITY AS t(k, i) ORDER BY i",
+                expression("k", "$2::BIGINT")
+            ),
             layout_record: render(include_str!("sql/layout_record.sql"), &p),
             layout_read: render(include_str!("sql/layout_read.sql"), &p),
             purge: render(include_str!("sql/purge.sql"), &p),
