@@ -29,6 +29,22 @@ async fn start(world: &World, assignor: &MockAssignor) -> HarvesterHandle {
     Arc::new(h).spawn()
 }
 
+/// A store on the world's table, and how many rows of `world.write(40, 5, _)` (keys `k0..k39`, 5
+/// rows each) are in buckets 4..8.
+async fn upper_half(world: &World) -> (PgStore, i64) {
+    let config = world.config();
+    let store = PgStore::connect(&config.database, &config.outbox)
+        .await
+        .unwrap();
+    let mut theirs = 0;
+    for k in 0..40 {
+        if store.bucket_of(&format!("k{k}"), COUNT).await.unwrap() >= 4 {
+            theirs += 5;
+        }
+    }
+    (store, theirs)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buckets_move_mid_stream_without_loss_or_reorder() {
     let world = Arc::new(World::new("buckets", 4).await);
@@ -129,16 +145,7 @@ async fn a_harvester_marks_only_its_buckets() {
     let ha = start(&world, &a).await;
     a.acquire(0..4);
     // Only the rows of buckets 0..4 leave the outbox.
-    let config = world.config();
-    let store = PgStore::connect(&config.database, &config.outbox)
-        .await
-        .unwrap();
-    let mut theirs = 0;
-    for k in 0..40 {
-        if store.bucket_of(&format!("k{k}"), COUNT).await.unwrap() >= 4 {
-            theirs += 5;
-        }
-    }
+    let (_, theirs) = upper_half(&world).await;
     assert!(
         theirs > 0 && theirs < 200,
         "keys spread over both halves: {theirs}"
@@ -169,16 +176,8 @@ async fn a_member_with_another_bucket_count_never_marks() {
     let world = World::new("buckets_layout", 2).await;
     world.migrate().await;
     world.write(40, 5, 50).await;
+    let (store, theirs) = upper_half(&world).await;
     let config = world.config();
-    let store = PgStore::connect(&config.database, &config.outbox)
-        .await
-        .unwrap();
-    let mut theirs = 0;
-    for k in 0..40 {
-        if store.bucket_of(&format!("k{k}"), COUNT).await.unwrap() >= 4 {
-            theirs += 5;
-        }
-    }
     // The first member records B = 8 and drains its half.
     let a = MockAssignor::new(COUNT);
     let ha = start(&world, &a).await;
