@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::assign::DEFAULT_BUCKETS;
+use crate::election::etcd::keeper::LeaseTiming;
 use crate::election::etcd::{endpoint_problem, timing_problems};
 use crate::election::naming::{self, binary_name, sanitise};
 use crate::error::ConfigProblem;
@@ -207,6 +208,16 @@ impl Resolved {
     /// end it.
     pub fn keep_alive_interval(&self) -> Duration {
         self.ttl / 4
+    }
+
+    /// What the lease keeper follows.
+    pub(crate) fn lease_timing(&self) -> LeaseTiming {
+        LeaseTiming {
+            name: self.name.clone(),
+            ttl: self.ttl,
+            lease: self.lease(),
+            keep_alive_interval: self.keep_alive_interval(),
+        }
     }
 
     /// How long the leader waits, after it first sees a member's key gone without a release,

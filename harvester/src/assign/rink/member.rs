@@ -22,12 +22,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::Resolved;
 use super::handoff::{self, Applied};
-use super::keeper::Keeper;
 use super::leader::Leader;
 use super::ownership::{Lifecycle, Ownership};
 use super::store::{self, Joined, Snapshot};
 use crate::assign::Buckets;
 use crate::election::etcd::backoff::Backoff;
+use crate::election::etcd::keeper::Keeper;
 use crate::error::{chain, ConfigProblem, Error};
 use crate::Result;
 
@@ -128,8 +128,8 @@ impl Member {
         }
         ownership.begin_lease(id, sent + s.lease());
         let keeper = Keeper::spawn(
-            Arc::clone(&settings),
             Arc::clone(&ownership),
+            settings.lease_timing(),
             client.clone(),
             id,
         );
@@ -350,8 +350,8 @@ impl Member {
                 Ok(Ok((client, id, sent))) => {
                     self.ownership.begin_lease(id, sent + self.settings.lease());
                     self.keeper = Keeper::spawn(
-                        Arc::clone(&self.settings),
                         Arc::clone(&self.ownership),
+                        self.settings.lease_timing(),
                         client.clone(),
                         id,
                     );

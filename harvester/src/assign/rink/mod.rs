@@ -34,7 +34,6 @@
 
 mod config;
 mod handoff;
-mod keeper;
 mod leader;
 mod member;
 mod ownership;

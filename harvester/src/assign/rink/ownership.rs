@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
 use crate::assign::{AssignmentEvent, Buckets};
+use crate::election::etcd::keeper::LeaseHolder;
 use crate::election::Ack;
 
 /// Where the assignor is in its life.
@@ -197,6 +198,20 @@ impl Ownership {
         inner.lease = 0;
         inner.deadline = Instant::now();
         inner.events = None;
+    }
+}
+
+impl LeaseHolder for Ownership {
+    fn deadline(&self) -> Instant {
+        Ownership::deadline(self)
+    }
+
+    fn extend(&self, lease: i64, until: Instant) -> bool {
+        Ownership::extend(self, lease, until)
+    }
+
+    fn lose_lease(&self, lease: i64, why: &str) {
+        Ownership::lose_lease(self, lease, why)
     }
 }
 

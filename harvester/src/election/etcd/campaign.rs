@@ -406,7 +406,7 @@ impl Campaign {
             );
         }
         self.shared.begin_lease(granted.id, sent + s.lease);
-        self.keeper = Keeper::spawn(Arc::clone(&self.shared), client.clone(), granted.id);
+        self.keeper = Keeper::for_elector(Arc::clone(&self.shared), client.clone(), granted.id);
         self.client = client;
         tracing::info!(member = %s.name, lease = %format!("{:x}", granted.id), "new lease");
         Ok(())

@@ -1,13 +1,15 @@
-//! The lease keeper: keeps one lease alive and moves the leadership deadline, on a task of its
-//! own so that nothing the campaign waits on (a slow read, a watch) can delay a keep-alive.
+//! The lease keeper: keeps one lease alive and moves a deadline (the etcd elector's leadership,
+//! Rink's bucket ownership: any [`LeaseHolder`]), on a task of its own so that nothing the
+//! campaign or member loop waits on (a slow read, a watch, a revocation's acknowledgement) can
+//! delay a keep-alive.
 //!
 //! One keep-alive is in flight at a time, every quarter of the TTL, so each answer belongs to
 //! the request it follows and the deadline is always measured from the send of a request the
 //! server answered (the server renewed the lease after that send, so it cannot expire before
 //! `ttl` after it). The first failure of any kind (an error, the stream ending, an answer of
 //! TTL 0, or no answer before the deadline) loses the lease for good: the keeper fences at
-//! once and the campaign moves to a new lease rather than trusting one whose state it no
-//! longer knows.
+//! once and the campaign (or member) moves to a new lease rather than trusting one whose state
+//! it no longer knows.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +22,45 @@ use tokio_util::sync::CancellationToken;
 
 use super::state::Shared;
 
+/// What a lease vouches for: a deadline that only the keeper of the current lease moves.
+pub(crate) trait LeaseHolder: Send + Sync + 'static {
+    /// When the current lease stops vouching, unless a keep-alive is answered first.
+    fn deadline(&self) -> Instant;
+    /// A keep-alive of `lease` was answered: vouch until `until`. False when `lease` is no
+    /// longer the current one.
+    fn extend(&self, lease: i64, until: Instant) -> bool;
+    /// `lease` is lost (`why`): nothing may be vouched for on it any more (fence at once).
+    /// Nothing happens when `lease` is no longer the current one.
+    fn lose_lease(&self, lease: i64, why: &str);
+}
+
+/// The lease timings a keeper follows.
+#[derive(Debug, Clone)]
+pub(crate) struct LeaseTiming {
+    /// The member's name, for logs.
+    pub name: String,
+    /// The TTL asked for.
+    pub ttl: Duration,
+    /// How long the holder may vouch after sending a keep-alive the server answered.
+    pub lease: Duration,
+    /// How often a keep-alive is sent.
+    pub keep_alive_interval: Duration,
+}
+
+impl LeaseHolder for Shared {
+    fn deadline(&self) -> Instant {
+        Shared::deadline(self)
+    }
+
+    fn extend(&self, lease: i64, until: Instant) -> bool {
+        Shared::extend(self, lease, until)
+    }
+
+    fn lose_lease(&self, lease: i64, why: &str) {
+        Shared::lose_lease(self, lease, why)
+    }
+}
+
 /// A lease being kept alive. Dropping it stops the keep-alives (the lease then expires by
 /// itself unless revoked).
 #[derive(Debug)]
@@ -31,17 +72,22 @@ pub(crate) struct Keeper {
 }
 
 impl Keeper {
-    /// Starts keeping `id` alive (on the current runtime). The lease must have been granted
-    /// and the deadline begun ([`Shared::begin_lease`]).
-    pub fn spawn(shared: Arc<Shared>, client: Client, id: i64) -> Keeper {
+    /// Starts keeping `id` alive for `holder` (on the current runtime). The lease must have
+    /// been granted and the holder's deadline begun (e.g. [`Shared::begin_lease`]).
+    pub fn spawn<H: LeaseHolder>(
+        holder: Arc<H>,
+        timing: LeaseTiming,
+        client: Client,
+        id: i64,
+    ) -> Keeper {
         let lost = CancellationToken::new();
         let reason = Arc::new(Mutex::new(String::new()));
         let task = tokio::spawn({
             let (lost, reason) = (lost.clone(), Arc::clone(&reason));
             async move {
-                let why = keep(&shared, client, id).await;
-                tracing::debug!(member = %shared.settings.name, lease = %format!("{id:x}"), "lease lost: {why}");
-                shared.lose_lease(id, &why);
+                let why = keep(&*holder, &timing, client, id).await;
+                tracing::debug!(member = %timing.name, lease = %format!("{id:x}"), "lease lost: {why}");
+                holder.lose_lease(id, &why);
                 *reason.lock() = why;
                 lost.cancel();
             }
@@ -52,6 +98,18 @@ impl Keeper {
             reason,
             task,
         }
+    }
+
+    /// [`Keeper::spawn`] for the etcd elector's leadership.
+    pub fn for_elector(shared: Arc<Shared>, client: Client, id: i64) -> Keeper {
+        let s = &shared.settings;
+        let timing = LeaseTiming {
+            name: s.name.clone(),
+            ttl: s.ttl,
+            lease: s.lease,
+            keep_alive_interval: s.keep_alive_interval,
+        };
+        Keeper::spawn(shared, timing, client, id)
     }
 
     /// Resolves once the lease is lost.
@@ -74,8 +132,12 @@ impl Drop for Keeper {
 const REPLACED: &str = "the lease was replaced";
 
 /// Keeps the lease alive until that fails; returns why.
-async fn keep(shared: &Shared, client: Client, id: i64) -> String {
-    let settings = &shared.settings;
+async fn keep<H: LeaseHolder>(
+    holder: &H,
+    settings: &LeaseTiming,
+    client: Client,
+    id: i64,
+) -> String {
     let lease_of = |ttl: i64| {
         let granted = Duration::from_secs(u64::try_from(ttl).unwrap_or(0));
         granted.min(settings.ttl) / 2
@@ -90,14 +152,14 @@ async fn keep(shared: &Shared, client: Client, id: i64) -> String {
     // lease even if a slow grant used up the deadline: nobody leads on this lease before it).
     let sent = Instant::now();
     let mut leases = client.lease_client();
-    let bound = shared.deadline().max(sent + settings.lease);
+    let bound = holder.deadline().max(sent + settings.lease);
     let opened = tokio::time::timeout_at(bound.into(), leases.keep_alive(id)).await;
     let (mut keeper, mut answers) = match opened {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => return format!("cannot keep the lease alive: {e}"),
         Err(_) => return no_answer(),
     };
-    if !shared.extend(id, sent + settings.lease) {
+    if !holder.extend(id, sent + settings.lease) {
         return REPLACED.into();
     }
     let mut last = sent;
@@ -116,9 +178,9 @@ async fn keep(shared: &Shared, client: Client, id: i64) -> String {
         if let Err(e) = keeper.keep_alive().await {
             return format!("cannot send a keep-alive: {e}");
         }
-        match tokio::time::timeout_at(shared.deadline().into(), answers.next()).await {
+        match tokio::time::timeout_at(holder.deadline().into(), answers.next()).await {
             Ok(Some(Ok(answer))) if answer.ttl() > 0 => {
-                if !shared.extend(id, sent + lease_of(answer.ttl())) {
+                if !holder.extend(id, sent + lease_of(answer.ttl())) {
                     return REPLACED.into();
                 }
                 last = sent;

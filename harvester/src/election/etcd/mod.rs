@@ -29,7 +29,7 @@
 pub(crate) mod backoff;
 mod campaign;
 mod config;
-mod keeper;
+pub(crate) mod keeper;
 mod start;
 mod state;
 mod store;

@@ -122,7 +122,7 @@ async fn setup(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<(Campai
         )]));
     }
     shared.begin_lease(granted.id, sent + s.lease);
-    let keeper = Keeper::spawn(Arc::clone(shared), client.clone(), granted.id);
+    let keeper = Keeper::for_elector(Arc::clone(shared), client.clone(), granted.id);
     let mut campaign = Campaign::new(Arc::clone(shared), stop.clone(), client, keeper);
     let entered = tokio::time::timeout_at(deadline, campaign.enter()).await;
     let failure = match entered {
