@@ -34,7 +34,7 @@ use super::{HarvestEvent, HarvesterState, RunningTerm};
 use crate::assign::{Ack, AssignmentEvent, AssignmentEvents, Assignor, Buckets};
 use crate::election::Term;
 use crate::error::{ConfigProblem, Error};
-use crate::pipeline::narrow::Narrow;
+use crate::pipeline::narrow::{Narrow, Narrowed};
 use crate::pipeline::Gate;
 use crate::stats::Stats;
 use crate::store::BucketScope;
@@ -151,23 +151,24 @@ impl super::Harvester {
     }
 
     /// Hands `revoked` over without stopping the segment's other buckets (see
-    /// [`crate::pipeline::narrow`]); false when it could not, and the segment must stop instead.
-    async fn narrow(&self, segment: &mut Segment, revoked: &Buckets) -> bool {
-        let (done, drained) = oneshot::channel();
+    /// [`crate::pipeline::narrow`]). Anything but [`Narrowed::Drained`] means the segment must
+    /// stop instead: cut at once after a [`Narrowed::TimedOut`] (the drain bound is spent).
+    async fn narrow(&self, segment: &mut Segment, revoked: &Buckets) -> Narrowed {
+        let (done, outcome) = oneshot::channel();
         let request = Narrow {
             buckets: revoked.clone(),
             done,
         };
         if segment.running.narrow.send(request).await.is_err() {
-            return false;
+            return Narrowed::Failed;
         }
-        if !drained.await.unwrap_or(false) {
-            return false;
+        let outcome = outcome.await.unwrap_or(Narrowed::Failed);
+        if outcome == Narrowed::Drained {
+            segment.buckets.retain(|b| !revoked.contains(b));
+            *segment.gated.write() = segment.buckets.iter().copied().collect();
+            Stats::add(&self.stats.narrowings, 1);
         }
-        segment.buckets.retain(|b| !revoked.contains(b));
-        *segment.gated.write() = segment.buckets.iter().copied().collect();
-        Stats::add(&self.stats.narrowings, 1);
-        true
+        outcome
     }
 
     /// Gathers more events after an acquisition, for [`COALESCE`] or until one is urgent.
@@ -215,11 +216,12 @@ impl super::Harvester {
                 {
                     self.narrow(s, &leaving).await
                 }
-                _ => false,
+                _ => Narrowed::Failed,
             };
-            if !narrowed {
+            if narrowed != Narrowed::Drained {
+                let cut = hard || narrowed == Narrowed::TimedOut;
                 if let Some(s) = segment.take() {
-                    self.stop(Some(s.running), hard).await;
+                    self.stop(Some(s.running), cut).await;
                 }
                 if !next.is_empty() {
                     *segment = Some(self.start_segment(assignor, next, refresh));

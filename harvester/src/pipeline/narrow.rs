@@ -17,9 +17,11 @@
 //! (the assignor still owns the revoked ones until the acknowledgement), and the records of
 //! other keys are marked, sent and purged throughout. The leader id stays: a revoked bucket that
 //! comes back is an acquisition, which starts a pipeline under a fresh one. A fence is never
-//! narrowed (it cuts the whole pipeline at once), and a narrowing that cannot finish (the store
-//! fails, the drain outlasts `limits.drain_timeout`) says so, and the caller stops the pipeline
-//! gracefully instead, as before.
+//! narrowed (it cuts the whole pipeline at once). A narrowing that cannot finish says why: when
+//! the store or a shard fails, the caller stops the pipeline gracefully instead, as before; when
+//! the revoked buckets' records outlast `limits.drain_timeout`, it cuts the pipeline, as a
+//! graceful stop would at that bound (so the barrier is still released within the drain
+//! timeout, which the configuration keeps below the assignor's revoke timeout).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -36,11 +38,22 @@ use crate::store::BucketScope;
 /// How often the shards are asked again whether they still hold the revoked keys.
 const PROBE_INTERVAL: Duration = Duration::from_millis(10);
 
-/// A request to hand `buckets` over: `done` gets whether their records all left the pipeline.
+/// A request to hand `buckets` over: `done` gets how it went.
 #[derive(Debug)]
 pub(crate) struct Narrow {
     pub buckets: Buckets,
-    pub done: oneshot::Sender<bool>,
+    pub done: oneshot::Sender<Narrowed>,
+}
+
+/// How a narrowing ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Narrowed {
+    /// None of the revoked buckets' records is left in the pipeline.
+    Drained,
+    /// Some still were at `limits.drain_timeout`.
+    TimedOut,
+    /// The store or a shard failed (or the pipeline is stopping).
+    Failed,
 }
 
 /// Serves narrowings one at a time until the term ends.
@@ -60,11 +73,11 @@ pub(crate) async fn serve(
         let started = Instant::now();
         let drained = tokio::select! {
             d = narrow(&ctx, &shards, &request.buckets) => d,
-            () = hard.cancelled() => false,
+            () = hard.cancelled() => Narrowed::Failed,
         };
         tracing::info!(
             buckets = ?request.buckets,
-            drained,
+            outcome = ?drained,
             took_ms = started.elapsed().as_millis() as u64,
             "handed buckets over without stopping the others"
         );
@@ -72,12 +85,16 @@ pub(crate) async fn serve(
     }
 }
 
-/// Steps 1-4 of the module docs; whether the revoked buckets' records all left.
-async fn narrow(ctx: &TermContext, shards: &[mpsc::Sender<ToShard>], revoked: &Buckets) -> bool {
+/// Steps 1-4 of the module docs.
+async fn narrow(
+    ctx: &TermContext,
+    shards: &[mpsc::Sender<ToShard>],
+    revoked: &Buckets,
+) -> Narrowed {
     let count = {
         let mut scope = ctx.scope.write();
         let Some(current) = scope.as_mut() else {
-            return false;
+            return Narrowed::Failed;
         };
         *current = BucketScope::new(
             current.count,
@@ -92,10 +109,10 @@ async fn narrow(ctx: &TermContext, shards: &[mpsc::Sender<ToShard>], revoked: &B
     drop(ctx.marking.lock().await);
     let deadline = Instant::now() + ctx.limits.drain_timeout;
     let Some(held) = probe(shards, None).await else {
-        return false;
+        return Narrowed::Failed;
     };
     if held.is_empty() {
-        return true;
+        return Narrowed::Drained;
     }
     let buckets = match ctx
         .bounded(
@@ -105,10 +122,10 @@ async fn narrow(ctx: &TermContext, shards: &[mpsc::Sender<ToShard>], revoked: &B
         .await
     {
         Ok(b) if b.len() == held.len() => b,
-        Ok(_) => return false,
+        Ok(_) => return Narrowed::Failed,
         Err(e) => {
             tracing::warn!("cannot tell which held keys are in the revoked buckets: {e}");
-            return false;
+            return Narrowed::Failed;
         }
     };
     let mut waiting: Arc<HashSet<Key>> = Arc::new(
@@ -125,15 +142,15 @@ async fn narrow(ctx: &TermContext, shards: &[mpsc::Sender<ToShard>], revoked: &B
                 "the revoked buckets' records did not drain in {:?}",
                 ctx.limits.drain_timeout
             );
-            return false;
+            return Narrowed::TimedOut;
         }
         tokio::time::sleep(PROBE_INTERVAL).await;
         let Some(still) = probe(shards, Some(&waiting)).await else {
-            return false;
+            return Narrowed::Failed;
         };
         waiting = Arc::new(still.into_iter().collect());
     }
-    true
+    Narrowed::Drained
 }
 
 /// The keys the shards hold rows of (only among `among`, when given); `None` once a shard is
