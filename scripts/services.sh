@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Provision the services tests and benchmarks need: Postgres, a Kafka-protocol broker, and the
-# coordination servers the electors use (NATS with JetStream, ZooKeeper, etcd).
+# Provision the services tests and benchmarks need: Postgres, MariaDB, a Kafka-protocol broker,
+# and the coordination servers the electors use (NATS with JetStream, ZooKeeper, etcd).
 #
 #   scripts/services.sh up      start (or find) them all; idempotent; writes .state/services.env
 #   scripts/services.sh up --with tansu
@@ -12,13 +12,16 @@
 #   scripts/services.sh private up|restart|down DIR PORT
 #                               a private Postgres cluster of the caller's own (the benchmark's
 #                               pg-restart scenario restarts it; never the shared server)
-#   scripts/services.sh private-nats|private-zookeeper|private-etcd up|down DIR PORT
+#   scripts/services.sh private-nats|private-zookeeper|private-etcd|private-mariadb up|down DIR PORT
 #                               a private server of the caller's own, for tests that stop and
 #                               restart it (never the shared one); `up` prints its address
 #
 # Postgres: $DATABASE_URL if reachable, else the local server on 127.0.0.1:5432 (started with
 # pg_ctlcluster if it is installed but down), else a private cluster under .state/pg made with
 # Debian's initdb/pg_ctl (installing the postgresql package when absent).
+# MariaDB: $MARIADB_URL if it answers, else the local server on 127.0.0.1:3306 (root, no
+# password, database `test`), else a private mariadbd (port 33060, data under .state/mariadb;
+# installing mariadb-server when absent).
 # Kafka: $KAFKA_BROKERS if set, else the embedded broker (librdkafka mock cluster) in its own
 # long-lived process, so harvester processes can be killed while the broker lives on.
 # NATS: $NATS_URL if it answers with JetStream, else the local server on 127.0.0.1:4222 if it
@@ -164,6 +167,60 @@ private_etcd() {
       echo "$url" ;;
     down) stop_daemon "etcd ($port)" "$dir/pid" ;;
   esac
+}
+
+# mariadb_ok mysql://USER@HOST:PORT/DB: a query answers.
+mariadb_ok() {
+  local rest=${1#*://} user host port db
+  user=${rest%%@*}; rest=${rest#*@}; db=${rest#*/}; rest=${rest%%/*}
+  host=${rest%:*}; port=${rest##*:}
+  command -v mariadb >/dev/null 2>&1 || return 1
+  timeout 5 mariadb --protocol=tcp -h "$host" -P "$port" -u "${user%%:*}" -e 'SELECT 1' "$db" >/dev/null 2>&1
+}
+
+# private_mariadb up|down DIR PORT: mariadbd on 127.0.0.1:PORT, data in DIR, user root without a
+# password from 127.0.0.1, database `test`.
+private_mariadb() {
+  local action=$1 dir=$2 port=$3
+  local url=mysql://root@127.0.0.1:$port/test
+  case "$action" in
+    up)
+      command -v mariadbd >/dev/null 2>&1 || apt_install mariadb-server
+      mkdir -p "$dir"
+      if ! mariadb_ok "$url"; then
+        if [ ! -d "$dir/data/mysql" ]; then
+          mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" \
+            --auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1 \
+            || { say "mariadb-install-db failed; see $dir/install.log"; tail -20 "$dir/install.log" >&2; exit 1; }
+        fi
+        start_daemon "mariadb ($port)" "$dir/pid" "$dir/mariadb.log" \
+          mariadbd --no-defaults --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
+          --socket="$dir/mysqld.sock" --pid-file="$dir/mariadbd.pid" --user="$(id -un)" \
+          --skip-name-resolve
+        wait_until 60 test -S "$dir/mysqld.sock" \
+          || { say "mariadb did not come up; see $dir/mariadb.log"; tail -20 "$dir/mariadb.log" >&2; exit 1; }
+        mariadb -S "$dir/mysqld.sock" -u root -e "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
+          GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; CREATE DATABASE IF NOT EXISTS test;" \
+          || { say "mariadb: cannot set up root@127.0.0.1"; exit 1; }
+        wait_until 30 mariadb_ok "$url" \
+          || { say "mariadb does not answer on $port; see $dir/mariadb.log"; exit 1; }
+      fi
+      echo "$url" ;;
+    down) stop_daemon "mariadb ($port)" "$dir/pid" ;;
+  esac
+}
+
+mariadb_up() {
+  if [ -n "${MARIADB_URL:-}" ]; then
+    if mariadb_ok "$MARIADB_URL"; then say "mariadb: using MARIADB_URL"; return; fi
+    say "mariadb: MARIADB_URL=$MARIADB_URL does not answer; trying the local server"
+  fi
+  if mariadb_ok mysql://root@127.0.0.1:3306/test; then
+    say "mariadb: using the local server on 127.0.0.1:3306"
+    MARIADB_URL=mysql://root@127.0.0.1:3306/test; return
+  fi
+  MARIADB_URL=$(private_mariadb up "$STATE/mariadb" "${HARVEST_MARIADB_PORT:-33060}")
+  [ -f "$STATE/mariadb/pid" ] && echo started > "$STATE/mariadb.started"
 }
 
 nats_up() {
@@ -361,6 +418,7 @@ write_env() {
     echo "export DATABASE_URL=$PG_URL"
     echo "export HARVEST_STATE_DIR=$STATE"
     echo "export NATS_URL=$NATS_URL"
+    echo "export MARIADB_URL=$MARIADB_URL"
     echo "export ZOOKEEPER_ADDR=$ZOOKEEPER_ADDR"
     echo "export ETCD_ENDPOINTS=$ETCD_ENDPOINTS"
     [ -n "${TANSU_BROKERS:-}" ] && echo "export TANSU_BROKERS=$TANSU_BROKERS"
@@ -377,6 +435,7 @@ write_env() {
 cmd_up() {
   cmd_tools
   postgres_up
+  mariadb_up
   broker_up
   nats_up
   zookeeper_up
@@ -404,7 +463,7 @@ stop_broker() {
 }
 
 cmd_down() {
-  for kind in nats zookeeper etcd tansu; do
+  for kind in nats zookeeper etcd tansu mariadb; do
     if [ -f "$STATE/$kind.started" ]; then
       stop_daemon "$kind" "$STATE/$kind/pid"
       rm -f "$STATE/$kind.started"
@@ -441,6 +500,7 @@ case "${1:-}" in
   private-nats) private_nats "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
   private-zookeeper) private_zookeeper "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
   private-etcd) private_etcd "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
+  private-mariadb) private_mariadb "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
   env) [ -f "$ENV_FILE" ] && cat "$ENV_FILE" || { say "not up; run: $0 up"; exit 1; } ;;
-  *) echo "usage: $0 up|down|env|tools|private up|restart|down DIR PORT|private-nats|private-zookeeper|private-etcd up|down DIR PORT" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|tools|private up|restart|down DIR PORT|private-nats|private-zookeeper|private-etcd|private-mariadb up|down DIR PORT" >&2; exit 2 ;;
 esac

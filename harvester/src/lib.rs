@@ -13,7 +13,9 @@
 //!   store keeps (what is atomic, what is conditioned on the leader id, the order marks come
 //!   back in). Implementations, one folder each: [`store::postgres`] (production: sqlx, the
 //!   native or an unchanged goharvest table, `LISTEN/NOTIFY`, its stasher, SQL files and
-//!   migrations) and [`store::memory`] (in memory, with fault injection, for tests).
+//!   migrations), [`store::mariadb`] (MariaDB/MySQL: the same promises without
+//!   `UPDATE … RETURNING` or arrays, polling) and [`store::memory`] (in memory, with fault
+//!   injection, for tests).
 //! - **The elector** ([`election::Elector`]): exactly one harvester of a group works at a time;
 //!   `is_leader()` is deadline-checked, each term has a fresh id (the rows' `leader_id`), and a
 //!   revocation carries a hand-off barrier. Implementations, one folder each:

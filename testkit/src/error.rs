@@ -5,6 +5,8 @@ use thiserror::Error;
 pub enum TestkitError {
     #[error("postgres: {0}")]
     Postgres(#[from] sqlx::Error),
+    #[error("mariadb: {0}")]
+    MariaDb(#[source] sqlx::Error),
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
     #[error("broker: {0}")]

@@ -1,8 +1,9 @@
 //! Test and benchmark support, in one place.
 //!
 //! Every integration test, example and benchmark of the workspace stands on the same ground:
-//! a real Postgres ([`pg`]), a real Kafka-protocol broker ([`broker`]: the embedded mock cluster
-//! hosted by a long-lived process, or any cluster named by `KAFKA_BROKERS`), unique names
+//! a real Postgres ([`pg`]; a real MariaDB for the MariaDB store, [`mariadb`]), a real
+//! Kafka-protocol broker ([`broker`]: the embedded mock cluster hosted by a long-lived process,
+//! or any cluster named by `KAFKA_BROKERS`), unique names
 //! ([`names`]), bounded waiting ([`wait_for`]), and the verifying consumer ([`verify`]) that
 //! decides whether a run lost, duplicated or reordered anything. Keeping them here means a
 //! fix to, say, schema isolation reaches every test at once.
@@ -16,6 +17,7 @@ pub mod coord;
 pub mod envelope;
 mod error;
 pub mod http;
+pub mod mariadb;
 pub mod names;
 pub mod pg;
 pub mod process;

@@ -169,6 +169,10 @@ impl Config {
         }
         p.extend(producer_timeout_problems(self));
         p.extend(self.database.problems());
+        p.extend(crate::store::outbox_problems(
+            &self.database.url,
+            &self.outbox,
+        ));
         let l = &self.limits;
         let positive = [
             ("limits.max_in_flight_records", l.max_in_flight_records),

@@ -1,7 +1,8 @@
 //! What a service writes: one record for the outbox, before any store has given it an id.
 //!
 //! Each store has a stasher that inserts these inside the caller's own transaction (for
-//! Postgres, [`crate::store::postgres::Stasher`]), so the record commits exactly when the
+//! Postgres, [`crate::store::postgres::Stasher`]; for MariaDB/MySQL,
+//! [`crate::store::mariadb::Stasher`]), so the record commits exactly when the
 //! business change does.
 
 /// One record to stash.

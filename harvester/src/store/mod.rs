@@ -8,6 +8,8 @@
 //!
 //! - [`postgres`]: the production store (sqlx; `UPDATE … RETURNING` marks, `LISTEN/NOTIFY`
 //!   wake-ups, the native or an unchanged goharvest table);
+//! - [`mariadb`]: MariaDB/MySQL (sqlx; marks as short READ COMMITTED transactions, polling,
+//!   the native table only);
 //! - [`memory`]: an in-memory store with fault injection, for fast deterministic tests of the
 //!   pipeline's failure handling (and embedders' own tests), never a production backend.
 //!
@@ -15,6 +17,7 @@
 //! called once per batch, never per record, so one allocation and one indirect call per
 //! statement cost nothing next to the statement's round trip.
 
+pub mod mariadb;
 pub mod memory;
 pub mod postgres;
 mod settings;
@@ -211,16 +214,30 @@ pub async fn connect(
         let store = postgres::PgStore::connect(database, outbox).await?;
         return Ok(Arc::new(store));
     }
+    if mariadb::accepts(&database.url) {
+        let store = mariadb::MariaDbStore::connect(database, outbox).await?;
+        return Ok(Arc::new(store));
+    }
     Err(Error::InvalidConfig(url_problems(&database.url)))
 }
 
 /// Problems with a database URL: none when some store accepts it.
 pub(crate) fn url_problems(url: &str) -> Vec<ConfigProblem> {
-    if postgres::accepts(url) {
+    if postgres::accepts(url) || mariadb::accepts(url) {
         return Vec::new();
     }
     vec![ConfigProblem::new(
         "database.url",
-        "must be a postgres:// URL, e.g. postgres://user@host:5432/db",
+        "must be a postgres:// URL (Postgres), e.g. postgres://user@host:5432/db, or a mysql:// \
+         or mariadb:// URL (MariaDB/MySQL), e.g. mysql://user@host:3306/db",
     )]
+}
+
+/// Problems with the outbox settings for the store `url` names (none when no store takes it:
+/// [`url_problems`] says so).
+pub(crate) fn outbox_problems(url: &str, outbox: &OutboxConfig) -> Vec<ConfigProblem> {
+    if mariadb::accepts(url) {
+        return mariadb::outbox_problems(outbox);
+    }
+    Vec::new()
 }

@@ -14,7 +14,9 @@ use crate::outbox::{Shape, TableName};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseConfig {
-    /// Postgres URL. Default `postgres://postgres@localhost:5432/postgres`.
+    /// The database's URL; its scheme picks the store: `postgres://` (or `postgresql://`) for
+    /// Postgres, `mysql://` or `mariadb://` for MariaDB/MySQL. Default
+    /// `postgres://postgres@localhost:5432/postgres`.
     pub url: String,
     /// Connections in the pool (marker, purger, listener, metrics). Default 4.
     pub max_connections: u32,

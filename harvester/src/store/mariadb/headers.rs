@@ -1,0 +1,168 @@
+//! The header columns: MariaDB has no arrays, so a row's headers are two JSON arrays of the same
+//! length, `header_keys` (names, strings) and `header_values` (values, base64 strings, since
+//! JSON holds text and header values are bytes). Two parallel arrays rather than one array of
+//! pairs keep the Postgres native table's layout, and with it the same poison rule: arrays of
+//! different lengths (and here also anything that is not an array of strings, or bad base64)
+//! make the row poison, quarantined with the cause, never an error that stops marking.
+//!
+//! Base64 is RFC 4648's standard alphabet with padding; the decoder skips ASCII whitespace, so
+//! values written with MariaDB's `TO_BASE64()` (which breaks lines every 76 characters) decode.
+
+use crate::outbox::{zip_headers, Poison};
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// The two JSON columns of `headers`: names, and base64 values.
+pub(super) fn encode(headers: &[(String, Vec<u8>)]) -> (String, String) {
+    let keys: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
+    let values: Vec<String> = headers.iter().map(|(_, v)| base64(v)).collect();
+    (
+        serde_json::Value::from(keys).to_string(),
+        serde_json::Value::from(values).to_string(),
+    )
+}
+
+/// The headers of row `id` from its two JSON columns, or the poison that says what is wrong.
+pub(super) fn decode(
+    id: i64,
+    keys: &[u8],
+    values: &[u8],
+) -> Result<Vec<(String, Vec<u8>)>, Poison> {
+    let strings = |column: &str, json: &[u8]| {
+        serde_json::from_slice::<Vec<String>>(json).map_err(|e| Poison {
+            id,
+            reason: format!("row {id}: {column} is not a JSON array of strings ({e})"),
+        })
+    };
+    let keys = strings("header_keys", keys)?;
+    let encoded = strings("header_values", values)?;
+    let mut values = Vec::with_capacity(encoded.len());
+    for (i, v) in encoded.iter().enumerate() {
+        values.push(unbase64(v).ok_or_else(|| Poison {
+            id,
+            reason: format!("row {id}: header value {i} is not base64"),
+        })?);
+    }
+    zip_headers(id, keys, values, |v| v)
+}
+
+fn base64(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Decodes padded base64, skipping ASCII whitespace; None when malformed.
+fn unbase64(text: &str) -> Option<Vec<u8>> {
+    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if !digits.len().is_multiple_of(4) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(digits.len() / 4 * 3);
+    let last = digits.len() / 4;
+    for (q, quad) in digits.chunks(4).enumerate() {
+        let pad = quad.iter().rev().take_while(|&&b| b == b'=').count();
+        if pad > 2 || (pad > 0 && q + 1 != last) {
+            return None;
+        }
+        let mut n = 0u32;
+        for &b in &quad[..4 - pad] {
+            let v = ALPHABET.iter().position(|&a| a == b)?;
+            n = (n << 6) | v as u32;
+        }
+        n <<= 6 * pad as u32;
+        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&bytes[..3 - pad]);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648_both_ways() {
+        let vectors: [(&[u8], &str); 7] = [
+            (b"", ""),
+            (b"f", "Zg=="),
+            (b"fo", "Zm8="),
+            (b"foo", "Zm9v"),
+            (b"foob", "Zm9vYg=="),
+            (b"fooba", "Zm9vYmE="),
+            (b"foobar", "Zm9vYmFy"),
+        ];
+        for (raw, text) in vectors {
+            assert_eq!(base64(raw), text);
+            assert_eq!(unbase64(text).as_deref(), Some(raw));
+        }
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(unbase64(&base64(&all)), Some(all));
+        // TO_BASE64() breaks lines; whitespace is skipped.
+        assert_eq!(unbase64("Zm9v\nYmFy").as_deref(), Some(&b"foobar"[..]));
+        for bad in ["Zm9", "Zm9v!!!!", "Zg==Zg==", "Z===", "Zm9vY*Fy"] {
+            assert_eq!(unbase64(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn headers_round_trip_through_their_columns() {
+        let headers = vec![
+            ("trace".to_owned(), b"abc".to_vec()),
+            ("bin".to_owned(), vec![0, 255, 7]),
+            ("empty".to_owned(), Vec::new()),
+        ];
+        let (keys, values) = encode(&headers);
+        assert_eq!(keys, r#"["trace","bin","empty"]"#);
+        assert_eq!(values, r#"["YWJj","AP8H",""]"#);
+        assert_eq!(decode(1, keys.as_bytes(), values.as_bytes()), Ok(headers));
+        assert_eq!(encode(&[]), ("[]".to_owned(), "[]".to_owned()));
+        assert_eq!(decode(1, b"[]", b"[]"), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn malformed_headers_are_poison_naming_the_row() {
+        let cases: [(&[u8], &[u8], &str); 5] = [
+            (
+                br#"["a","b"]"#,
+                br#"["AQ=="]"#,
+                "header arrays differ in length",
+            ),
+            (
+                br#"{"a":1}"#,
+                b"[]",
+                "header_keys is not a JSON array of strings",
+            ),
+            (
+                br#"["a"]"#,
+                b"[1]",
+                "header_values is not a JSON array of strings",
+            ),
+            (b"not json", b"[]", "header_keys"),
+            (br#"["a"]"#, br#"["@@@@"]"#, "header value 0 is not base64"),
+        ];
+        for (keys, values, why) in cases {
+            let p = decode(9, keys, values).unwrap_err();
+            assert_eq!(p.id, 9);
+            assert!(
+                p.reason.starts_with("row 9: ") && p.reason.contains(why),
+                "{}",
+                p.reason
+            );
+        }
+    }
+}

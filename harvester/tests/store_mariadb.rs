@@ -1,0 +1,595 @@
+//! The `OutboxStore` contract on a real MariaDB (`MARIADB_URL`, default
+//! `mysql://root@127.0.0.1:3306/test`), each test in a database of its own: marks take the head
+//! in id order and only rows this leader has not marked, a second leader re-marks a first's, a
+//! stale leader's purge, reset and quarantine touch nothing, the quarantine moves the row with
+//! its reason, malformed rows come back as poison, late commits are marked once committed, a
+//! mark holding its locks does not block a writer, scoped marks split the rows by key under the
+//! layout guard, and `buckets_of` agrees with the scoped mark.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use harvester::outbox::{Decoded, StashRecord, TableName};
+use harvester::store::mariadb::MariaDbStore;
+use harvester::store::{BucketScope, DatabaseConfig, OutboxConfig, OutboxStore};
+use sqlx::MySqlPool;
+use testkit::mariadb::TestMariaDb;
+use testkit::wait_for;
+use uuid::Uuid;
+
+/// Whatever must not wait for a lock finishes within this.
+const QUICK: Duration = Duration::from_secs(3);
+
+fn outbox(db: &TestMariaDb, table: &str) -> OutboxConfig {
+    OutboxConfig {
+        table: TableName::parse(&format!("{}.{table}", db.database)).unwrap(),
+        ..OutboxConfig::default()
+    }
+}
+
+/// A store on a pool of its own (the harvester's session settings), migrated.
+async fn store_on(db: &TestMariaDb, outbox: &OutboxConfig) -> MariaDbStore {
+    let database = DatabaseConfig {
+        url: db.url().to_owned(),
+        ..DatabaseConfig::default()
+    };
+    let store = MariaDbStore::connect(&database, outbox).await.unwrap();
+    store.migrate().await.unwrap();
+    store
+}
+
+async fn store(db: &TestMariaDb) -> MariaDbStore {
+    store_on(db, &outbox(db, "outbox")).await
+}
+
+fn records(n: usize, keys: usize) -> Vec<StashRecord> {
+    (0..n)
+        .map(|i| StashRecord::new("t", format!("key-{}", i % keys), format!("{i}")))
+        .collect()
+}
+
+async fn stash(store: &MariaDbStore, records: &[StashRecord]) -> Vec<i64> {
+    let mut tx = store.pool().begin().await.unwrap();
+    let ids = store.stasher().stash_batch(&mut tx, records).await.unwrap();
+    tx.commit().await.unwrap();
+    ids
+}
+
+fn id_of(d: &Decoded) -> i64 {
+    match d {
+        Ok(r) => r.id,
+        Err(p) => p.id,
+    }
+}
+
+fn ids(marked: &[Decoded]) -> Vec<i64> {
+    marked.iter().map(id_of).collect()
+}
+
+async fn leaders(pool: &MySqlPool, table: &str) -> Vec<Option<Uuid>> {
+    sqlx::query_scalar(&format!("SELECT leader_id FROM {table} ORDER BY id"))
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+async fn count(pool: &MySqlPool, table: &str) -> i64 {
+    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn marks_take_the_head_in_id_order_and_only_rows_not_marked_by_this_leader() {
+    let db = TestMariaDb::new("mdb_head").await.unwrap();
+    let store = store(&db).await;
+    let mut written = records(10, 3);
+    written[0] = written[0]
+        .clone()
+        .header("trace", "abc")
+        .header("bin", vec![0u8, 255]);
+    written[1].partition = Some(2);
+    written[1].timestamp_ms = Some(1_700_000_000_123);
+    written[2].value = None;
+    let all = stash(&store, &written).await;
+    assert_eq!(all.len(), 10);
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
+
+    let a = Uuid::new_v4();
+    let first = store.mark(a, 4).await.unwrap();
+    assert_eq!(ids(&first), all[..4]);
+    let r0 = first[0].as_ref().unwrap();
+    assert_eq!(r0.topic, "t");
+    assert_eq!(r0.key.as_deref(), Some(&b"key-0"[..]));
+    assert_eq!(r0.value.as_deref(), Some(&b"0"[..]));
+    assert_eq!(
+        r0.headers,
+        vec![
+            ("trace".into(), b"abc".to_vec()),
+            ("bin".into(), vec![0, 255])
+        ]
+    );
+    assert_eq!((r0.partition, r0.timestamp_ms), (None, None));
+    let age = chrono::Utc::now() - r0.create_time;
+    assert!(age.num_seconds().abs() < 60, "create_time is UTC: {age}");
+    let r1 = first[1].as_ref().unwrap();
+    assert_eq!(
+        (r1.partition, r1.timestamp_ms),
+        (Some(2), Some(1_700_000_000_123))
+    );
+    assert_eq!(first[2].as_ref().unwrap().value, None, "a tombstone");
+
+    assert_eq!(ids(&store.mark(a, 4).await.unwrap()), all[4..8]);
+    assert_eq!(ids(&store.mark(a, 100).await.unwrap()), all[8..]);
+    assert!(store.mark(a, 100).await.unwrap().is_empty(), "all marked");
+    let table = db.qualified("outbox");
+    assert!(leaders(&db.pool, &table)
+        .await
+        .iter()
+        .all(|l| *l == Some(a)));
+
+    let backlog = store.backlog().await.unwrap();
+    assert_eq!(backlog.rows, 10);
+    assert!(backlog.oldest_age_seconds >= 0.0 && backlog.oldest_age_seconds < 60.0);
+    assert_eq!(store.purge(&all, &[a]).await.unwrap(), 10);
+    assert_eq!(store.backlog().await.unwrap().rows, 0);
+    assert_eq!(store.backlog().await.unwrap().oldest_age_seconds, 0.0);
+    store.ping().await.unwrap();
+    assert!(store.describe().contains("outbox"), "{}", store.describe());
+    assert!(store.pool_stats().unwrap().max >= 2);
+}
+
+#[tokio::test]
+async fn large_marks_purges_and_resets_run_in_several_lists() {
+    let db = TestMariaDb::new("mdb_large").await.unwrap();
+    let store = store(&db).await;
+    let all = stash(&store, &records(1100, 50)).await;
+    let a = Uuid::new_v4();
+    let marked = store.mark(a, 2000).await.unwrap();
+    assert_eq!(ids(&marked), all, "every row, in id order");
+    // Half reset (the other half stays in flight), then marked again: only the reset half.
+    let (reset, kept) = all.split_at(600);
+    assert_eq!(store.reset(reset, &[a]).await.unwrap(), 600);
+    let b = Uuid::new_v4();
+    assert_eq!(store.purge(kept, &[b]).await.unwrap(), 0, "not b's");
+    assert_eq!(ids(&store.mark(a, 2000).await.unwrap()), reset);
+    assert_eq!(store.purge(&all, &[b, a]).await.unwrap(), 1100);
+    assert_eq!(count(&db.pool, &db.qualified("outbox")).await, 0);
+}
+
+#[tokio::test]
+async fn a_second_leader_re_marks_and_a_stale_leader_touches_nothing() {
+    let db = TestMariaDb::new("mdb_stale").await.unwrap();
+    let store = store(&db).await;
+    let all = stash(&store, &records(4, 2)).await;
+    let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
+    assert_eq!(ids(&store.mark(old, 10).await.unwrap()), all);
+    assert_eq!(
+        ids(&store.mark(new, 10).await.unwrap()),
+        all,
+        "a newer leader re-marks what the old one has in flight"
+    );
+    assert_eq!(store.purge(&all, &[old]).await.unwrap(), 0);
+    assert_eq!(store.reset(&all, &[old]).await.unwrap(), 0);
+    assert!(!store.quarantine(all[0], &[old], "stale").await.unwrap());
+    let table = db.qualified("outbox");
+    assert!(
+        leaders(&db.pool, &table)
+            .await
+            .iter()
+            .all(|l| *l == Some(new)),
+        "rows still belong to the newer leader"
+    );
+    assert_eq!(count(&db.pool, &db.qualified("outbox_quarantine")).await, 0);
+    // Resetting as the current leader makes them markable again, by anyone.
+    assert_eq!(store.reset(&all[..2], &[old, new]).await.unwrap(), 2);
+    assert_eq!(
+        leaders(&db.pool, &table).await,
+        vec![None, None, Some(new), Some(new)]
+    );
+    assert_eq!(ids(&store.mark(new, 10).await.unwrap()), all[..2]);
+    assert_eq!(store.purge(&all, &[new]).await.unwrap(), 4);
+}
+
+#[tokio::test]
+async fn quarantine_moves_the_row_with_its_reason() {
+    let db = TestMariaDb::new("mdb_quarantine").await.unwrap();
+    let store = store(&db).await;
+    let all = stash(&store, &[StashRecord::new("t", "k", "v").header("h", "x")]).await;
+    let leader = Uuid::new_v4();
+    store.mark(leader, 10).await.unwrap();
+    assert!(store
+        .quarantine(all[0], &[leader], "too large")
+        .await
+        .unwrap());
+    assert!(
+        !store.quarantine(all[0], &[leader], "again").await.unwrap(),
+        "already moved"
+    );
+    assert_eq!(count(&db.pool, &db.qualified("outbox")).await, 0);
+    // JSON is a LONGTEXT with a binary collation: bytes to sqlx.
+    let (id, reason, data): (i64, String, Vec<u8>) = sqlx::query_as(&format!(
+        "SELECT outbox_id, reason, row_data FROM {}",
+        db.qualified("outbox_quarantine")
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((id, reason.as_str()), (all[0], "too large"));
+    let data: serde_json::Value = serde_json::from_slice(&data).unwrap();
+    assert_eq!(data["id"], all[0]);
+    assert_eq!(data["topic"], "t");
+    assert_eq!(data["kafka_key"], "6B", "key bytes in hex");
+    assert_eq!(data["kafka_value"], "76");
+    assert!(data["header_keys"].to_string().contains('h'), "{data}");
+}
+
+#[tokio::test]
+async fn malformed_rows_come_back_as_poison() {
+    let db = TestMariaDb::new("mdb_poison").await.unwrap();
+    let store = store(&db).await;
+    let table = db.qualified("outbox");
+    let good = stash(&store, &[StashRecord::new("t", "good", "v")]).await[0];
+    let bad = [
+        (
+            r#"'["a","b"]'"#,
+            r#"'["AQ=="]'"#,
+            "'t'",
+            "'k'",
+            "header arrays differ in length",
+        ),
+        (
+            r#"'{"a":1}'"#,
+            "'[]'",
+            "'t'",
+            "'k'",
+            "header_keys is not a JSON array of strings",
+        ),
+        (r#"'["a"]'"#, r#"'["@@@@"]'"#, "'t'", "'k'", "not base64"),
+        ("'[]'", "'[]'", "'t'", "NULL", "key is NULL"),
+        ("'[]'", "'[]'", "''", "'k'", "empty topic"),
+    ];
+    let mut expected = BTreeMap::new();
+    for (keys, values, topic, key, why) in bad {
+        let done = sqlx::query(&format!(
+            "INSERT INTO {table} (topic, kafka_key, kafka_value, header_keys, header_values) \
+             VALUES ({topic}, {key}, 'v', {keys}, {values})"
+        ))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+        expected.insert(done.last_insert_id() as i64, why);
+    }
+    let leader = Uuid::new_v4();
+    let marked = store.mark(leader, 10).await.unwrap();
+    assert_eq!(marked.len(), 6);
+    assert!(marked[0].as_ref().is_ok_and(|r| r.id == good));
+    for d in &marked[1..] {
+        let p = d.as_ref().unwrap_err();
+        let why = expected[&p.id];
+        assert!(
+            p.reason.contains(why),
+            "row {}: {} (expected {why})",
+            p.id,
+            p.reason
+        );
+        assert!(store.quarantine(p.id, &[leader], &p.reason).await.unwrap());
+    }
+    assert_eq!(count(&db.pool, &db.qualified("outbox_quarantine")).await, 5);
+}
+
+#[tokio::test]
+async fn a_late_commit_is_marked_once_committed_and_never_waited_for() {
+    let db = TestMariaDb::new("mdb_late").await.unwrap();
+    let store = store(&db).await;
+    let stasher = store.stasher();
+    // A writer draws the lower id and stays open...
+    let mut early = db.pool.begin().await.unwrap();
+    let low = stasher
+        .stash(&mut early, &StashRecord::new("t", "a", "1"))
+        .await
+        .unwrap();
+    // ...while a later one commits a higher id.
+    let high = stash(&store, &[StashRecord::new("t", "b", "1")]).await[0];
+    assert!(low < high);
+    let leader = Uuid::new_v4();
+    let marked = tokio::time::timeout(QUICK, store.mark(leader, 10))
+        .await
+        .expect("a mark must not wait for an uncommitted insert")
+        .unwrap();
+    assert_eq!(
+        ids(&marked),
+        vec![high],
+        "the uncommitted row is not there yet"
+    );
+    early.commit().await.unwrap();
+    assert_eq!(
+        ids(&store.mark(leader, 10).await.unwrap()),
+        vec![low],
+        "the late commit is taken by the next mark"
+    );
+}
+
+#[tokio::test]
+async fn a_mark_holding_its_locks_does_not_block_a_writer() {
+    let db = TestMariaDb::new("mdb_noblock").await.unwrap();
+    let store = store(&db).await;
+    let all = stash(&store, &records(5, 5)).await;
+    let table = db.qualified("outbox");
+    // Hold the last row, as a purge in progress would: the mark locks the rows before it and
+    // waits there, inside its transaction.
+    let mut holder = db.pool.begin().await.unwrap();
+    sqlx::query(&format!("SELECT id FROM {table} WHERE id = ? FOR UPDATE"))
+        .bind(all[4])
+        .fetch_one(&mut *holder)
+        .await
+        .unwrap();
+    let leader = Uuid::new_v4();
+    let marking = tokio::spawn({
+        let store = store.clone();
+        async move { store.mark(leader, 10).await }
+    });
+    let waiting = format!("%{}%", db.database);
+    wait_for(
+        "the mark to wait for the held row",
+        Duration::from_secs(10),
+        || async {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX \
+             WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?",
+            )
+            .bind(&waiting)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+            n > 0
+        },
+    )
+    .await
+    .unwrap();
+    // The mark's transaction is open and holds rows 1-4: a writer inserts and commits at once.
+    let inserted = tokio::time::timeout(QUICK, stash(&store, &records(3, 3)))
+        .await
+        .expect("a writer's insert must not wait for a mark");
+    assert!(!marking.is_finished(), "the mark is still waiting");
+    holder.commit().await.unwrap();
+    let marked = marking.await.unwrap().unwrap();
+    assert_eq!(ids(&marked), all, "the mark took what it picked");
+    assert_eq!(ids(&store.mark(leader, 10).await.unwrap()), inserted);
+}
+
+fn key_of(d: &Decoded, written: &BTreeMap<i64, Option<Vec<u8>>>) -> Option<Vec<u8>> {
+    written[&id_of(d)].clone()
+}
+
+const COUNT: u16 = 8;
+
+/// Drains `scope` for `leader` in marks of `batch`, purging each; returns the ids in the
+/// order marked, checking each mark comes back in id order.
+async fn drain(store: &MariaDbStore, leader: Uuid, scope: &BucketScope, batch: usize) -> Vec<i64> {
+    let mut all = Vec::new();
+    loop {
+        let got = ids(&store.mark_scoped(leader, batch, scope).await.unwrap());
+        if got.is_empty() {
+            return all;
+        }
+        assert!(got.windows(2).all(|w| w[0] < w[1]), "id order");
+        assert_eq!(
+            store.purge(&got, &[leader]).await.unwrap(),
+            got.len() as u64
+        );
+        all.extend(got);
+    }
+}
+
+#[tokio::test]
+async fn the_layout_guards_scoped_marks_and_the_first_count_stands() {
+    let db = TestMariaDb::new("mdb_layout").await.unwrap();
+    // A table name that needs quoting.
+    let outbox = OutboxConfig {
+        table: TableName::parse(&format!("{}.\"my-outbox\"", db.database)).unwrap(),
+        ..OutboxConfig::default()
+    };
+    let store = store_on(&db, &outbox).await;
+    stash(&store, &records(20, 5)).await;
+    let all = BucketScope::new(COUNT, 0..COUNT);
+    let half = BucketScope::new(COUNT, 0..COUNT / 2);
+    let leader = Uuid::new_v4();
+    assert!(
+        store
+            .mark_scoped(leader, 10, &all)
+            .await
+            .unwrap()
+            .is_empty(),
+        "no layout recorded"
+    );
+    assert!(
+        store
+            .mark_scoped(leader, 10, &half)
+            .await
+            .unwrap()
+            .is_empty(),
+        "no layout recorded"
+    );
+    assert_eq!(store.record_buckets(COUNT, "first").await.unwrap(), COUNT);
+    assert_eq!(
+        store.record_buckets(COUNT * 2, "second").await.unwrap(),
+        COUNT,
+        "the first count stands"
+    );
+    let other = BucketScope::new(COUNT * 2, 0..COUNT * 2);
+    assert!(
+        store
+            .mark_scoped(leader, 10, &other)
+            .await
+            .unwrap()
+            .is_empty(),
+        "another count"
+    );
+    let other_half = BucketScope::new(COUNT * 2, 0..COUNT);
+    assert!(store
+        .mark_scoped(leader, 10, &other_half)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store.mark_scoped(leader, 100, &all).await.unwrap().len(),
+        20,
+        "a scope of every bucket is the whole table"
+    );
+    let (recorded_by,): (String,) = sqlx::query_as(&format!(
+        "SELECT recorded_by FROM {}",
+        db.qualified("my-outbox_layout")
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(recorded_by, "first");
+}
+
+#[tokio::test]
+async fn scoped_marks_split_the_rows_by_key_and_buckets_of_agrees() {
+    let db = TestMariaDb::new("mdb_scopes").await.unwrap();
+    let store = store_on(
+        &db,
+        &OutboxConfig {
+            require_key: false,
+            ..outbox(&db, "outbox")
+        },
+    )
+    .await;
+    let mut rows = records(400, 40);
+    rows.push(StashRecord {
+        key: None,
+        ..StashRecord::new("t", "", "keyless")
+    });
+    let stashed = stash(&store, &rows).await;
+    let written: BTreeMap<i64, Option<Vec<u8>>> = stashed
+        .iter()
+        .zip(&rows)
+        .map(|(id, r)| (*id, r.key.clone()))
+        .collect();
+    store.record_buckets(COUNT, "test").await.unwrap();
+
+    // One scope per bucket: every row once, each key in one bucket only, and buckets_of names
+    // the bucket the scoped mark took each key in.
+    let mut taken = BTreeSet::new();
+    let mut bucket_of_key: BTreeMap<Option<Vec<u8>>, u16> = BTreeMap::new();
+    for b in 0..COUNT {
+        let scope = BucketScope::new(COUNT, [b]);
+        let leader = Uuid::new_v4();
+        let marked = store.mark_scoped(leader, 1000, &scope).await.unwrap();
+        let keys: Vec<Option<Vec<u8>>> = marked.iter().map(|d| key_of(d, &written)).collect();
+        let computed = store.buckets_of(&keys, COUNT).await.unwrap();
+        assert!(computed.iter().all(|c| *c == b), "bucket {b}: {computed:?}");
+        for (d, key) in marked.iter().zip(keys) {
+            assert!(taken.insert(id_of(d)), "row taken twice");
+            assert_eq!(
+                *bucket_of_key.entry(key).or_insert(b),
+                b,
+                "a key in two buckets"
+            );
+        }
+        store.reset(&ids(&marked), &[leader]).await.unwrap();
+    }
+    assert_eq!(taken.len(), rows.len(), "every row in one bucket");
+    assert!(
+        bucket_of_key.values().collect::<BTreeSet<_>>().len() >= 6,
+        "keys spread"
+    );
+    // The documented hash: CRC-32 (zlib's) of the key's bytes, mod B; NULL as the empty key.
+    assert_eq!(bucket_of_key[&None], 0);
+    for (key, b) in &bucket_of_key {
+        let crc = crc32(key.as_deref().unwrap_or_default());
+        assert_eq!(u32::from(*b), crc % u32::from(COUNT));
+    }
+    assert_eq!(
+        store.buckets_of(&[], COUNT).await.unwrap(),
+        Vec::<u16>::new()
+    );
+    let many: Vec<Option<Vec<u8>>> = (0..600)
+        .map(|i| Some(format!("key-{}", i % 40).into_bytes()))
+        .collect();
+    let spread = store.buckets_of(&many, COUNT).await.unwrap();
+    assert_eq!(spread.len(), 600);
+    for (key, b) in many.iter().zip(spread) {
+        assert_eq!(bucket_of_key[key], b, "in order, across lists");
+    }
+
+    // Two scopes splitting the buckets, interleaved as two harvesters would: every row once,
+    // no key in both.
+    let (left, right) = (
+        BucketScope::new(COUNT, 0..COUNT / 2),
+        BucketScope::new(COUNT, COUNT / 2..COUNT),
+    );
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    let (mut l_keys, mut r_keys, mut seen) = (BTreeSet::new(), BTreeSet::new(), 0);
+    loop {
+        let l = drain(&store, a, &left, 7).await;
+        let r = drain(&store, b, &right, 7).await;
+        if l.is_empty() && r.is_empty() {
+            break;
+        }
+        seen += l.len() + r.len();
+        l_keys.extend(l.iter().map(|id| written[id].clone()));
+        r_keys.extend(r.iter().map(|id| written[id].clone()));
+    }
+    assert_eq!(seen, rows.len());
+    assert!(l_keys.is_disjoint(&r_keys), "a key in both scopes");
+    assert!(!l_keys.is_empty() && !r_keys.is_empty());
+}
+
+/// CRC-32/ISO-HDLC, bit by bit: what MariaDB's `CRC32()` computes.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[tokio::test]
+async fn concurrent_migrations_do_not_race_and_connect_takes_mariadb_urls() {
+    let db = TestMariaDb::new("mdb_migrate").await.unwrap();
+    let outbox = outbox(&db, "outbox");
+    let url = db.url().replacen("mysql://", "mariadb://", 1);
+    let database = DatabaseConfig {
+        url,
+        ..DatabaseConfig::default()
+    };
+    let store = harvester::store::connect(&database, &outbox).await.unwrap();
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let store = std::sync::Arc::clone(&store);
+            tokio::spawn(async move { store.migrate().await })
+        })
+        .collect();
+    for run in runs {
+        run.await.unwrap().unwrap();
+    }
+    store.migrate().await.unwrap();
+    let ledger: Vec<(i32, String)> = sqlx::query_as(&format!(
+        "SELECT version, name FROM {} ORDER BY version",
+        db.qualified("outbox_migrations")
+    ))
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        ledger,
+        vec![
+            (1, "outbox".into()),
+            (2, "quarantine".into()),
+            (3, "layout".into())
+        ]
+    );
+    assert_eq!(store.backlog().await.unwrap().rows, 0);
+}
