@@ -109,10 +109,18 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
     }
     let broker = match &o.brokers {
         Some(b) => {
-            // A real cluster refuses the scenarios' short sessions: fit them, or fail now.
+            // A real cluster refuses the scenarios' short sessions: fit them, or fail now. Only
+            // the scenarios this run selects count (a 5 s drain is not shortened for a 1 s
+            // failover scenario that does not run).
+            let selected = if o.scenarios.is_empty() {
+                file.profile(&o.profile).unwrap_or_default()
+            } else {
+                o.scenarios.clone()
+            };
             let scenarios: Vec<_> = file
                 .scenario
                 .iter()
+                .filter(|(name, _)| selected.is_empty() || selected.contains(name))
                 .map(|(name, s)| (name.clone(), s.settings(&file.base)))
                 .collect();
             // Only NELI's session is the cluster's business.
