@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,6 +53,8 @@ pub struct Member {
     pub http: SocketAddr,
     stats: Arc<Mutex<ProcStats>>,
     sampling: Arc<AtomicBool>,
+    /// Set once [`Member::wait_exit`] saw it exit: its pid may be reused, so no more signals.
+    exited: Option<ExitStatus>,
 }
 
 impl Member {
@@ -106,6 +108,7 @@ impl Member {
             http,
             stats,
             sampling,
+            exited: None,
         })
     }
 
@@ -149,8 +152,20 @@ impl Member {
         *self.stats.lock()
     }
 
+    /// Sends `signal`, unless the process was already seen to exit (then nothing).
     pub fn signal(&self, signal: Signal) -> Result<(), BenchError> {
+        if self.exited.is_some() {
+            return Ok(());
+        }
         Ok(self.proc.signal(signal)?)
+    }
+
+    /// Waits up to `timeout` for the process to exit; its exit status, once it has.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        if self.exited.is_none() {
+            self.exited = self.proc.wait_exit(timeout);
+        }
+        self.exited
     }
 }
 
@@ -178,6 +193,19 @@ impl Fleet {
             .map(|i| Member::spawn(&format!("reaper-{i}"), reaper, &config, settings))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Fleet { members, config })
+    }
+
+    /// Starts one more member (`reaper-<n>`, n the members so far) with the fleet's config
+    /// file; returns its index.
+    pub fn add(
+        &mut self,
+        reaper: &Path,
+        settings: &[(String, String)],
+    ) -> Result<usize, BenchError> {
+        let i = self.members.len();
+        let member = Member::spawn(&format!("reaper-{i}"), reaper, &self.config, settings)?;
+        self.members.push(member);
+        Ok(i)
     }
 
     /// The first instant any member acquired leadership.
@@ -236,7 +264,7 @@ impl Fleet {
             let _ = m.signal(Signal::Term);
         }
         for m in &mut self.members {
-            let _ = m.proc.wait_exit(Duration::from_secs(20));
+            let _ = m.wait_exit(Duration::from_secs(20));
         }
     }
 

@@ -15,7 +15,9 @@
 //!   so results read as ratios rather than absolute numbers from a noisy machine.
 //! - [`run`]: one scenario, end to end: schema, topic, pre-fill, harvesters, writers, faults,
 //!   drain, then [`analysis`] (verifier, hdrhistogram percentiles, throughput, failover gap).
-//! - [`report`] and [`plot`]: JSON lines, a Markdown summary, SVG plots under `results/`.
+//! - [`report`] and [`plot`]: JSON lines, a Markdown summary, SVG plots under `results/`;
+//!   [`rolling`]: a rolling restart's buckets moved per step and their stalls, from sampled
+//!   owner maps.
 //! - [`tune`]: sweeps of one setting at a time over the same scenario, and the knee (highest
 //!   throughput within a p99 budget) as a recommendation.
 //! - [`pg`]: Postgres statistics (WAL bytes, transactions, durability settings) and the bench's
@@ -33,6 +35,7 @@ pub mod pg;
 pub mod plot;
 pub mod receipts;
 pub mod report;
+pub mod rolling;
 pub mod run;
 pub mod scenario;
 pub mod session;

@@ -173,6 +173,9 @@ pub struct RunResult {
     pub per_second: Vec<(f64, f64)>,
     /// (label, seconds since the harvesters started).
     pub events: Vec<(String, f64)>,
+    /// A rolling restart's steps: buckets moved and their stalls (`crate::rolling`).
+    #[serde(default)]
+    pub rolling: Option<crate::rolling::RollingRestart>,
 }
 
 /// The same-run ceilings.
@@ -484,6 +487,7 @@ pub fn markdown(
             r.scenario, f.fault_to_acquired_ms, f.fault_to_first_publish_ms, f.gap_ms
         );
     }
+    s.push_str(&crate::rolling::section(runs));
     for r in runs
         .iter()
         .filter(|r| !r.passed && r.verdict != Verdict::Inconclusive)

@@ -33,6 +33,11 @@ pub enum Kind {
     XminPinned,
     /// Drain a backlog while the bench's own Postgres server restarts at `fault_at`.
     PgRestart,
+    /// Writers run while the `harvesters` (sharing the outbox by bucket: `leader.kind =
+    /// "neli_buckets"` or `"rink"`) are restarted one at a time from `fault_at` on: start a new
+    /// member, let the owner maps settle, SIGTERM an original one, let them settle again; buckets
+    /// moved and their stalls per step (`crate::rolling`).
+    RollingRestart,
 }
 
 /// When the verifying consumer reads the topic.
@@ -91,6 +96,14 @@ fn default_no_progress_timeout() -> Duration {
 
 fn default_min_drain_rate() -> f64 {
     1000.0
+}
+
+fn default_settle() -> Duration {
+    Duration::from_secs(1)
+}
+
+fn default_join_wait() -> Duration {
+    Duration::from_secs(10)
 }
 
 /// One scenario.
@@ -167,6 +180,16 @@ pub struct Scenario {
     /// broker after the outbox is empty, and everything else during the run.
     #[serde(default)]
     pub verify: VerifyWhen,
+    /// rolling_restart: the owner maps are settled once every bucket has an owner and no
+    /// member's `/buckets` changed for this long (after a step's new member came up, and after
+    /// its old member exited). Default 1s.
+    #[serde(default = "default_settle", with = "humantime_serde")]
+    pub settle: Duration,
+    /// rolling_restart: how long a step waits for its new member to own a bucket before it
+    /// stops the old one anyway (once the maps settled). Default 10s; keep it under a Rink
+    /// `leader.rebalance_delay`, or the new member is ranked before the old one stops.
+    #[serde(default = "default_join_wait", with = "humantime_serde")]
+    pub join_wait: Duration,
 }
 
 /// Settings every scenario starts from.
@@ -271,6 +294,9 @@ impl Scenario {
                 message: e.to_string(),
             })?;
         }
+        if self.settle.is_zero() {
+            return bad("settle must be above 0");
+        }
         if self.harvesters_sweep.contains(&0) {
             return bad("harvesters_sweep values must be at least 1");
         }
@@ -356,14 +382,26 @@ mod tests {
             .values()
             .map(|s| format!("{:?}", s.kind))
             .collect();
-        assert_eq!(kinds.len(), 7, "{kinds:?}");
+        assert_eq!(kinds.len(), 8, "{kinds:?}");
         assert!(f.profile("quick").is_ok());
-        let full = f.profile("full").unwrap();
-        let in_full: std::collections::BTreeSet<String> = full
+        // Full covers every kind but the rolling restart, which runs with scale-out in `scale`.
+        let mut listed = f.profile("full").unwrap();
+        listed.extend(f.profile("scale").unwrap());
+        let in_profiles: std::collections::BTreeSet<String> = listed
             .iter()
             .map(|n| format!("{:?}", f.scenario[n].kind))
             .collect();
-        assert_eq!(in_full, kinds, "the full profile covers every kind");
+        assert_eq!(
+            in_profiles, kinds,
+            "the full and scale profiles cover every kind"
+        );
+        let quick = f.profile("quick").unwrap();
+        assert!(
+            quick
+                .iter()
+                .all(|n| f.scenario[n].kind != Kind::RollingRestart),
+            "the quick profile stays quick"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@
 
 pub mod cpu;
 mod faults;
+mod rolling;
 pub(crate) mod setup;
 pub mod sizing;
 
@@ -410,6 +411,7 @@ async fn run_on(
     let mut events: Vec<Event> = vec![("leader".into(), fleet.first_acquired().unwrap_or(t0))];
     let mut faulted: Option<(usize, Instant)> = None;
     let mut disturbed: Option<Instant> = None;
+    let mut rolled: Option<crate::rolling::RollingRestart> = None;
 
     let (mut committed, mut rolled_back, mut window) = (ledger.len() as u64, 0, None);
     if let Some(pool) = writer_pool {
@@ -447,6 +449,22 @@ async fn run_on(
                     )
                     .await?,
                 );
+            }
+            Kind::RollingRestart => {
+                until(fault_at).await;
+                disturbed = Some(Instant::now());
+                let (figures, evs) = rolling::restart_all(
+                    &mut fleet,
+                    &bench.reaper,
+                    &settings,
+                    (scenario.settle, scenario.join_wait),
+                    t0,
+                    label,
+                )
+                .await?;
+                events.extend(evs);
+                rolled = Some(figures);
+                until(Instant::now() + rolling::TAIL).await;
             }
             _ => {}
         }
@@ -716,6 +734,7 @@ async fn run_on(
             .into_iter()
             .map(|(l, at)| (l, at.saturating_duration_since(t0).as_secs_f64()))
             .collect(),
+        rolling: rolled,
     })
 }
 
