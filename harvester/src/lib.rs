@@ -104,6 +104,7 @@
 //!   subscriber, file format or coordination client it does not use.
 //! - `internals`: makes the pipeline's pure per-record structures public for the
 //!   micro-benchmarks; not for embedders.
+mod base64;
 mod error;
 mod hash;
 

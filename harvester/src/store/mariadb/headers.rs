@@ -5,12 +5,11 @@
 //! different lengths (and here also anything that is not an array of strings, or bad base64)
 //! make the row poison, quarantined with the cause, never an error that stops marking.
 //!
-//! Base64 is RFC 4648's standard alphabet with padding; the decoder skips ASCII whitespace, so
-//! values written with MariaDB's `TO_BASE64()` (which breaks lines every 76 characters) decode.
+//! Base64 is [`crate::base64`]'s: RFC 4648 with padding, whose decoder skips ASCII whitespace,
+//! so values written with MariaDB's `TO_BASE64()` (which breaks lines) decode.
 
+use crate::base64::{decode as unbase64, encode as base64};
 use crate::outbox::{zip_headers, Poison};
-
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// The two JSON columns of `headers`: names, and base64 values.
 pub(super) fn encode(headers: &[(String, Vec<u8>)]) -> (String, String) {
@@ -46,78 +45,9 @@ pub(super) fn decode(
     zip_headers(id, keys, values, |v| v)
 }
 
-fn base64(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// Decodes padded base64, skipping ASCII whitespace; None when malformed.
-fn unbase64(text: &str) -> Option<Vec<u8>> {
-    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if !digits.len().is_multiple_of(4) {
-        return None;
-    }
-    let mut out = Vec::with_capacity(digits.len() / 4 * 3);
-    let last = digits.len() / 4;
-    for (q, quad) in digits.chunks(4).enumerate() {
-        let pad = quad.iter().rev().take_while(|&&b| b == b'=').count();
-        if pad > 2 || (pad > 0 && q + 1 != last) {
-            return None;
-        }
-        let mut n = 0u32;
-        for &b in &quad[..4 - pad] {
-            let v = ALPHABET.iter().position(|&a| a == b)?;
-            n = (n << 6) | v as u32;
-        }
-        n <<= 6 * pad as u32;
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&bytes[..3 - pad]);
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc4648_both_ways() {
-        let vectors: [(&[u8], &str); 7] = [
-            (b"", ""),
-            (b"f", "Zg=="),
-            (b"fo", "Zm8="),
-            (b"foo", "Zm9v"),
-            (b"foob", "Zm9vYg=="),
-            (b"fooba", "Zm9vYmE="),
-            (b"foobar", "Zm9vYmFy"),
-        ];
-        for (raw, text) in vectors {
-            assert_eq!(base64(raw), text);
-            assert_eq!(unbase64(text).as_deref(), Some(raw));
-        }
-        let all: Vec<u8> = (0..=255).collect();
-        assert_eq!(unbase64(&base64(&all)), Some(all));
-        // TO_BASE64() breaks lines; whitespace is skipped.
-        assert_eq!(unbase64("Zm9v\nYmFy").as_deref(), Some(&b"foobar"[..]));
-        for bad in ["Zm9", "Zm9v!!!!", "Zg==Zg==", "Z===", "Zm9vY*Fy"] {
-            assert_eq!(unbase64(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn headers_round_trip_through_their_columns() {

@@ -21,27 +21,6 @@ pub struct Stasher {
     shape: Shape,
 }
 
-fn b64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 fn header_keys(r: &StashRecord) -> Vec<&str> {
     r.headers.iter().map(|(k, _)| k.as_str()).collect()
 }
@@ -104,7 +83,7 @@ impl Stasher {
                     .map(|r| {
                         serde_json::json!({
                             "keys": header_keys(r),
-                            "values": r.headers.iter().map(|(_, v)| b64(v)).collect::<Vec<_>>(),
+                            "values": r.headers.iter().map(|(_, v)| crate::base64::encode(v)).collect::<Vec<_>>(),
                         })
                     })
                     .collect();
@@ -173,14 +152,6 @@ fn goharvest_columns(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc4648() {
-        assert_eq!(super::b64(b""), "");
-        assert_eq!(super::b64(b"f"), "Zg==");
-        assert_eq!(super::b64(b"fo"), "Zm8=");
-        assert_eq!(super::b64(b"foobar"), "Zm9vYmFy");
-    }
 
     #[test]
     fn goharvest_rows_must_be_text_with_a_key_and_no_partition() {
