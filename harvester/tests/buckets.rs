@@ -2,6 +2,8 @@
 //! and on the in-memory store, two scopes that split the buckets take every row exactly once,
 //! each key wholly in one scope, each scope in id order, with their floors kept apart.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use harvester::outbox::{Decoded, StashRecord, TableName};
@@ -66,40 +68,10 @@ async fn drain(
     }
 }
 
-/// Scoped marks take nothing until the table's bucket count is recorded, and nothing under
-/// another count afterwards: the first recorded count stands.
-async fn layout_guards_scoped_marks(store: &dyn OutboxStore) {
-    let all = BucketScope::new(COUNT, 0..COUNT);
-    let leader = Uuid::new_v4();
-    assert!(
-        store
-            .mark_scoped(leader, 10, &all)
-            .await
-            .unwrap()
-            .is_empty(),
-        "no layout recorded: a scoped mark takes nothing"
-    );
-    assert_eq!(store.record_buckets(COUNT, "first").await.unwrap(), COUNT);
-    assert_eq!(
-        store.record_buckets(COUNT * 2, "second").await.unwrap(),
-        COUNT,
-        "the first count stands"
-    );
-    let other = BucketScope::new(COUNT * 2, 0..COUNT * 2);
-    assert!(
-        store
-            .mark_scoped(leader, 10, &other)
-            .await
-            .unwrap()
-            .is_empty(),
-        "a scope of another count takes nothing"
-    );
-}
-
 /// Two scopes splitting the buckets take every row once, and no key in both (after the layout
 /// guard's checks, which take nothing).
 async fn split_takes_everything_once(store: &dyn OutboxStore, written: usize) {
-    layout_guards_scoped_marks(store).await;
+    common::contract::layout_guards_scoped_marks(store, COUNT).await;
     let left = BucketScope::new(COUNT, 0..COUNT / 2);
     let right = BucketScope::new(COUNT, COUNT / 2..COUNT);
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());

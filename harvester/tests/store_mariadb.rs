@@ -6,6 +6,8 @@
 //! mark holding its locks does not block a writer, scoped marks split the rows by key under the
 //! layout guard, and `buckets_of` agrees with the scoped mark.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -398,35 +400,13 @@ async fn the_layout_guards_scoped_marks_and_the_first_count_stands() {
     let leader = Uuid::new_v4();
     assert!(
         store
-            .mark_scoped(leader, 10, &all)
-            .await
-            .unwrap()
-            .is_empty(),
-        "no layout recorded"
-    );
-    assert!(
-        store
             .mark_scoped(leader, 10, &half)
             .await
             .unwrap()
             .is_empty(),
         "no layout recorded"
     );
-    assert_eq!(store.record_buckets(COUNT, "first").await.unwrap(), COUNT);
-    assert_eq!(
-        store.record_buckets(COUNT * 2, "second").await.unwrap(),
-        COUNT,
-        "the first count stands"
-    );
-    let other = BucketScope::new(COUNT * 2, 0..COUNT * 2);
-    assert!(
-        store
-            .mark_scoped(leader, 10, &other)
-            .await
-            .unwrap()
-            .is_empty(),
-        "another count"
-    );
+    common::contract::layout_guards_scoped_marks(&store, COUNT).await;
     let other_half = BucketScope::new(COUNT * 2, 0..COUNT);
     assert!(store
         .mark_scoped(leader, 10, &other_half)
@@ -501,7 +481,8 @@ async fn scoped_marks_split_the_rows_by_key_and_buckets_of_agrees() {
     // The documented hash: CRC-32 (zlib's) of the key's bytes, mod B; NULL as the empty key.
     assert_eq!(bucket_of_key[&None], 0);
     for (key, b) in &bucket_of_key {
-        let crc = crc32(key.as_deref().unwrap_or_default());
+        // zlib's CRC-32, what MariaDB's `CRC32()` computes.
+        let crc = testkit::broker::limits::crc32(key.as_deref().unwrap_or_default());
         assert_eq!(u32::from(*b), crc % u32::from(COUNT));
     }
     assert_eq!(
@@ -538,22 +519,6 @@ async fn scoped_marks_split_the_rows_by_key_and_buckets_of_agrees() {
     assert_eq!(seen, rows.len());
     assert!(l_keys.is_disjoint(&r_keys), "a key in both scopes");
     assert!(!l_keys.is_empty() && !r_keys.is_empty());
-}
-
-/// CRC-32/ISO-HDLC, bit by bit: what MariaDB's `CRC32()` computes.
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
 }
 
 #[tokio::test]

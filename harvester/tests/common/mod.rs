@@ -2,6 +2,7 @@
 //! and writers that record what they committed in a `Verifier`.
 #![allow(dead_code)]
 
+pub mod contract;
 pub mod reaper;
 
 use std::sync::Arc;
