@@ -19,7 +19,18 @@ use testkit::wait_for;
 const COUNT: u16 = 8;
 
 async fn start(world: &World, assignor: &MockAssignor) -> HarvesterHandle {
-    let config = world.config();
+    let mut config = world.config();
+    // The production drain bound rather than the tests' 1 s: a revoke narrows the pipeline only
+    // if its buckets' records leave within it, which on a machine busy with other suites (slow
+    // purges) 1 s did not always allow, and the member then fell back to a restart. The leader
+    // settings (unused: the mock assignor coordinates) get the production heartbeat, whose
+    // revoke timeout the drain bound must stay below.
+    config.limits.drain_timeout = harvester::config::Limits::default().drain_timeout;
+    config.leader = harvester::election::neli::NeliConfig {
+        heartbeat_timeout: Duration::from_secs(5),
+        ..Default::default()
+    }
+    .into();
     let store = PgStore::connect(&config.database, &config.outbox)
         .await
         .unwrap();
