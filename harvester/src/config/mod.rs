@@ -104,6 +104,11 @@ pub struct Limits {
     /// Interval of `Meter` events. Default 5s.
     #[serde(with = "humantime_serde")]
     pub min_metrics_interval: Duration,
+    /// A shard whose deliveries have all failed (transiently, at least 3 in a row, none
+    /// succeeding) for this long has a stuck producer: the pipeline restarts with fresh
+    /// producers, which get a new producer id from the broker. Default 60s.
+    #[serde(with = "humantime_serde")]
+    pub producer_stall_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -120,6 +125,7 @@ impl Default for Limits {
             drain_timeout: Duration::from_secs(5),
             max_delivery_attempts: 5,
             min_metrics_interval: Duration::from_secs(5),
+            producer_stall_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -200,6 +206,12 @@ impl Config {
             p.push(ConfigProblem::new(
                 "limits.mark_query_records",
                 format!("({}) exceeds limits.max_in_flight_records ({}); a mark can never be larger than what may be in flight", l.mark_query_records, l.max_in_flight_records),
+            ));
+        }
+        if l.producer_stall_timeout < Duration::from_secs(1) {
+            p.push(ConfigProblem::new(
+                "limits.producer_stall_timeout",
+                "must be at least 1s; below that one slow broker response would replace the producers",
             ));
         }
         if l.mark_backoff > l.idle_poll_interval {

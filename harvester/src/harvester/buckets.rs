@@ -290,8 +290,14 @@ impl super::Harvester {
                     let s = segment.take().expect("guarded");
                     match ended {
                         Ok(Ok(())) => {}
-                        Ok(Err(e)) => tracing::warn!("pipeline stopped: {e}; restarting with a fresh leader id"),
-                        Err(e) => tracing::error!("pipeline panicked: {e}; restarting with a fresh leader id"),
+                        Ok(Err(e)) => {
+                            Stats::add(&self.stats.pipeline_restarts, 1);
+                            tracing::warn!("pipeline stopped: {e}; restarting with a fresh leader id");
+                        }
+                        Err(e) => {
+                            Stats::add(&self.stats.pipeline_restarts, 1);
+                            tracing::error!("pipeline panicked: {e}; restarting with a fresh leader id");
+                        }
                     }
                     tokio::time::sleep(self.config.limits.io_error_backoff).await;
                     let still: Buckets = s.buckets.iter().copied().filter(|b| assignor.owns(*b)).collect();

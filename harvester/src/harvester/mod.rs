@@ -362,8 +362,14 @@ impl Harvester {
                     let term = running.take().expect("guarded").term;
                     match ended {
                         Ok(Ok(())) => {}
-                        Ok(Err(e)) => tracing::warn!("pipeline stopped: {e}; restarting with a fresh leader id"),
-                        Err(e) => tracing::error!("pipeline panicked: {e}; restarting with a fresh leader id"),
+                        Ok(Err(e)) => {
+                            Stats::add(&self.stats.pipeline_restarts, 1);
+                            tracing::warn!("pipeline stopped: {e}; restarting with a fresh leader id");
+                        }
+                        Err(e) => {
+                            Stats::add(&self.stats.pipeline_restarts, 1);
+                            tracing::error!("pipeline panicked: {e}; restarting with a fresh leader id");
+                        }
                     }
                     tokio::time::sleep(self.config.limits.io_error_backoff).await;
                     if elector.term() == Some(term) {

@@ -22,6 +22,7 @@ pub const FENCES: &str = "harvester_leader_fences_total";
 pub const REVOKES: &str = "harvester_leader_revokes_total";
 pub const NARROWINGS: &str = "harvester_bucket_narrowings_total";
 pub const DB_ERRORS: &str = "harvester_db_errors_total";
+pub const PIPELINE_RESTARTS: &str = "harvester_pipeline_restarts_total";
 
 // Gauges.
 pub const IN_FLIGHT_RECORDS: &str = "harvester_in_flight_records";
@@ -62,6 +63,7 @@ pub const ALL: &[&str] = &[
     REVOKES,
     NARROWINGS,
     DB_ERRORS,
+    PIPELINE_RESTARTS,
     IN_FLIGHT_RECORDS,
     IN_FLIGHT_KEYS,
     PRODUCER_QUEUE,

@@ -101,6 +101,11 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
         "Failed mark, purge, reset or quarantine statements.",
         &s.db_errors,
     );
+    e.counter(
+        n::PIPELINE_RESTARTS,
+        "Pipelines restarted after stopping on their own (a producer that failed fatally, a store error).",
+        &s.pipeline_restarts,
+    );
     e.gauge_i(
         n::IN_FLIGHT_RECORDS,
         "Records held by the pipeline (in flight or waiting behind their key).",

@@ -57,6 +57,7 @@ mod purger;
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 pub mod route;
 mod shard;
+mod stall;
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;

@@ -148,6 +148,15 @@ impl ShardProducer {
         }
     }
 
+    /// The producer's fatal error, if librdkafka raised one: the instance is then unusable, and
+    /// a message's own failure code need not say so.
+    pub fn fatal_error(&self) -> Option<String> {
+        self.producer
+            .client()
+            .fatal_error()
+            .map(|(code, reason)| format!("{code:?}: {reason}"))
+    }
+
     /// Messages waiting in librdkafka (queued or in flight to a broker).
     pub fn queue_len(&self) -> i32 {
         self.producer.in_flight_count()

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::classify::{classify, Failure};
 use super::keys::{Admitted, Finished, Key, KeyQueues, State};
 use super::producer::{Report, SendError, ShardProducer};
+use super::stall::Stall;
 use super::{Done, Stats, TermContext, ToPurger, ToShard};
 use crate::error::Error;
 use crate::outbox::OutboxRecord;
@@ -33,6 +34,8 @@ pub(crate) struct Shard {
     outstanding: usize,
     /// This shard's share of `stats.producer_queue`, as last reported.
     queue_reported: i64,
+    /// Transient failures since the last success: a stuck producer is replaced.
+    stall: Stall,
 }
 
 /// How long a blocked key waits for its reset rows before a full re-mark is forced.
@@ -45,6 +48,7 @@ impl Shard {
         purger: mpsc::Sender<ToPurger>,
     ) -> Self {
         Shard {
+            stall: Stall::new(ctx.limits.producer_stall_timeout),
             ctx,
             producer,
             purger,
@@ -191,6 +195,7 @@ impl Shard {
         match report.result {
             Ok(()) => {
                 self.outstanding -= 1;
+                self.stall.success();
                 Stats::add(&self.ctx.stats.published, 1);
                 self.attempts.remove(&report.tag.id);
                 let timing = self.keys.held_mut(report.tag.id).map(|h| {
@@ -229,10 +234,26 @@ impl Shard {
             *a += 1;
             *a
         };
+        if let Some(fatal) = self.producer.fatal_error() {
+            // A dead producer fails every record; resetting them would loop forever. The
+            // pipeline stops and the term restarts it with fresh producers (a new producer id).
+            return Err(Error::Pipeline(format!(
+                "shard {}: producer failed fatally ({fatal}); replacing it",
+                self.producer.shard
+            )));
+        }
         let quarantine = match classify(error) {
             Failure::Permanent => true,
             Failure::Suspect => attempts >= self.ctx.limits.max_delivery_attempts,
-            Failure::Transient => false,
+            Failure::Transient => {
+                if let Some((failing, failures)) = self.stall.failure(Instant::now()) {
+                    return Err(Error::Pipeline(format!(
+                        "shard {}: no delivery succeeded for {failing:?} ({failures} failures in a row, the last: {error}); replacing the producer",
+                        self.producer.shard
+                    )));
+                }
+                false
+            }
             Failure::Fatal => {
                 return Err(Error::Pipeline(format!(
                     "shard {}: producer failed fatally: {error}",

@@ -54,6 +54,9 @@ pub struct Stats {
     pub narrowings: AtomicU64,
     /// Failed mark, purge, reset or quarantine statements.
     pub db_errors: AtomicU64,
+    /// Pipelines that stopped on their own (a producer that failed fatally, a store error the
+    /// pipeline cannot ride out) and were restarted with fresh producers and a fresh leader id.
+    pub pipeline_restarts: AtomicU64,
     /// Messages in the producers' local queues (sum over shards, sampled every few ms).
     pub producer_queue: AtomicI64,
     /// Rows returned per mark query (empty marks are not recorded).
@@ -91,6 +94,8 @@ pub struct StatsSnapshot {
     pub duplicate_marks: u64,
     pub in_flight_records: i64,
     pub in_flight_keys: i64,
+    /// Pipelines restarted after stopping on their own (see [`Stats::pipeline_restarts`]).
+    pub pipeline_restarts: u64,
 }
 
 impl Stats {
@@ -109,6 +114,7 @@ impl Stats {
             duplicate_marks: r(&self.duplicate_marks),
             in_flight_records: self.in_flight_records.load(Ordering::Relaxed),
             in_flight_keys: self.in_flight_keys.load(Ordering::Relaxed),
+            pipeline_restarts: r(&self.pipeline_restarts),
         }
     }
 

@@ -286,6 +286,14 @@ const ERRORS: &[(&str, RDKafkaRespErr)] = &[
         RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD,
     ),
     (
+        "PRODUCER_FENCED",
+        RDKafkaRespErr::RD_KAFKA_RESP_ERR_PRODUCER_FENCED,
+    ),
+    (
+        "INVALID_PRODUCER_EPOCH",
+        RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+    ),
+    (
         "UNKNOWN_MEMBER_ID",
         RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID,
     ),

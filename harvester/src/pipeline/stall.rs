@@ -1,0 +1,77 @@
+//! When a producer is stuck: deliveries keep failing and none succeeds.
+//!
+//! librdkafka recovers from almost everything inside the producer (retries, reconnects, an
+//! idempotent epoch bump), and a failure it hands back is reset and published again. But a
+//! producer can be wedged without raising a fatal error: a broker that answers every produce
+//! of this producer id with PRODUCER_FENCED after an epoch bump (tansu, 4.6M rows into a 10M
+//! drain) fails each record at once, forever. Only a new producer (a new producer id) gets
+//! past that, so a shard whose deliveries have all failed for `limit`, at least
+//! [`MIN_FAILURES`] of them, stops its pipeline and the term restarts it with fresh producers.
+//! One success clears the count. Failures that are the record's own (too large, unknown topic)
+//! say nothing about the producer and are not counted.
+
+use std::time::{Duration, Instant};
+
+/// Failures in a row before a producer may be called stuck, however long they took.
+pub const MIN_FAILURES: u32 = 3;
+
+/// Consecutive transient delivery failures of one shard since its last success.
+#[derive(Debug)]
+pub struct Stall {
+    limit: Duration,
+    since: Option<Instant>,
+    failures: u32,
+}
+
+impl Stall {
+    pub fn new(limit: Duration) -> Self {
+        Stall {
+            limit,
+            since: None,
+            failures: 0,
+        }
+    }
+
+    /// A delivery succeeded.
+    pub fn success(&mut self) {
+        self.since = None;
+        self.failures = 0;
+    }
+
+    /// A delivery failed transiently at `now`; returns how long and how often deliveries have
+    /// failed without a success when that makes the producer stuck.
+    pub fn failure(&mut self, now: Instant) -> Option<(Duration, u32)> {
+        let since = *self.since.get_or_insert(now);
+        self.failures += 1;
+        let failing = now.saturating_duration_since(since);
+        (self.failures >= MIN_FAILURES && failing >= self.limit).then_some((failing, self.failures))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stuck_only_after_the_limit_and_enough_failures_without_a_success() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut stall = Stall::new(s(10));
+        assert_eq!(stall.failure(t0), None);
+        assert_eq!(
+            stall.failure(t0 + s(11)),
+            None,
+            "two failures are not enough"
+        );
+        assert_eq!(stall.failure(t0 + s(12)), Some((s(12), 3)));
+        stall.success();
+        assert_eq!(stall.failure(t0 + s(20)), None);
+        assert_eq!(stall.failure(t0 + s(21)), None);
+        assert_eq!(
+            stall.failure(t0 + s(22)),
+            None,
+            "counted from the first failure after the success"
+        );
+        assert_eq!(stall.failure(t0 + s(30)), Some((s(10), 4)));
+    }
+}

@@ -1,0 +1,84 @@
+//! A stuck producer is replaced, and nothing is lost or reordered.
+//!
+//! A producer can be wedged without librdkafka raising a fatal error: a broker that answers
+//! every produce with PRODUCER_FENCED (tansu did, 4.6M rows into a 10M drain, after an
+//! idempotent epoch bump) fails each record at once, and resetting and publishing them again
+//! loops forever. After `limits.producer_stall_timeout` without a success the pipeline must
+//! stop and restart with fresh producers (a new producer id) and a fresh leader id, and re-mark
+//! what it held.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::World;
+use harvester::election::mock::MockElector;
+use harvester::store::postgres::PgStore;
+use harvester::Harvester;
+use testkit::wait_for;
+
+#[tokio::test]
+async fn a_producer_whose_deliveries_all_fail_is_replaced_without_loss_or_reorder() {
+    let shared = testkit::Broker::discover().unwrap();
+    if !shared.supports_faults() {
+        eprintln!("skipped: fault injection needs the embedded broker");
+        return;
+    }
+    let world = World::on("hvstuck", 4, shared.isolated(1).unwrap()).await;
+    world.migrate().await;
+    let mut config = world.config();
+    config.limits.producer_stall_timeout = Duration::from_secs(2);
+    // The mock elector: a NELI member would fence itself, its heartbeats being produces too.
+    let store = PgStore::connect(&config.database, &config.outbox)
+        .await
+        .unwrap();
+    let elector = MockElector::new();
+    let harvester = Harvester::new(config, Arc::new(store), Arc::new(elector.clone()))
+        .await
+        .unwrap();
+    let handle = Arc::new(harvester).spawn();
+    elector.acquire();
+    world.write(20, 5, 20).await;
+    wait_for(
+        "the first records published",
+        Duration::from_secs(60),
+        || async { handle.harvester.stats().published >= 50 },
+    )
+    .await
+    .unwrap();
+    // Every produce request is fenced by the broker until the pipeline gives its producers up.
+    let fenced = vec!["PRODUCER_FENCED"; 100_000];
+    world.broker.request_errors("Produce", &fenced).unwrap();
+    world.write_keys("later", 20, 20, 20).await;
+    let restarted = wait_for(
+        "a stuck producer replaced",
+        Duration::from_secs(60),
+        || async { handle.harvester.stats().pipeline_restarts >= 1 },
+    )
+    .await;
+    world.broker.clear_request_errors("Produce").unwrap();
+    restarted.unwrap();
+    let report = world.verify(Duration::from_secs(120)).await;
+    wait_for("outbox drained", Duration::from_secs(60), || async {
+        world.outbox_rows().await == 0
+    })
+    .await
+    .unwrap();
+    let stats = handle.harvester.stats();
+    handle.stop().await.unwrap();
+    println!(
+        "stuck producer: restarts {}, delivery failures {}, reset {}, quarantined {}: {report}",
+        stats.pipeline_restarts, stats.delivery_failures, stats.reset, stats.quarantined
+    );
+    report.assert_correct();
+    assert_eq!(report.delivered, 500);
+    assert!(
+        stats.delivery_failures >= 3,
+        "the fenced produces must fail"
+    );
+    assert_eq!(
+        stats.quarantined, 0,
+        "a stuck producer must not quarantine rows"
+    );
+}
