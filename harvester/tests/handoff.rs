@@ -1,5 +1,6 @@
-//! Leader hand-off between two `reaper` processes mid-stream, graceful (SIGTERM) and kill -9:
-//! nothing lost or reordered, and duplicates bounded by what the old leader had in flight.
+//! Leader hand-off between two `reaper` processes mid-stream, graceful (SIGTERM) and kill -9,
+//! on every database backend (the reaper picks its store by the URL's scheme): nothing lost or
+//! reordered, and duplicates bounded by what the old leader had in flight.
 
 mod common;
 
@@ -7,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::reaper::{self, TempFile};
-use common::World;
+use common::{Backend, World};
 use testkit::process::{Observed, Signal};
 use testkit::wait_for;
 
@@ -31,18 +32,23 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-async fn handoff(signal: Signal) {
-    let world = Arc::new(
-        World::new(
-            if signal == Signal::Kill {
-                "hokill"
-            } else {
-                "hoterm"
-            },
-            4,
-        )
-        .await,
-    );
+on_every_backend!(graceful_handoff_mid_stream, kill_9_handoff_mid_stream);
+
+async fn graceful_handoff_mid_stream(backend: Backend) {
+    handoff(backend, Signal::Term).await;
+}
+
+async fn kill_9_handoff_mid_stream(backend: Backend) {
+    handoff(backend, Signal::Kill).await;
+}
+
+async fn handoff(backend: Backend, signal: Signal) {
+    let prefix = if signal == Signal::Kill {
+        "hokill"
+    } else {
+        "hoterm"
+    };
+    let world = Arc::new(World::on(backend, prefix, 4).await);
     world.migrate().await;
     let config = write_config(&world);
     let mut a = reaper("a", &config);
@@ -98,7 +104,7 @@ async fn handoff(signal: Signal) {
     .unwrap();
     b.signal(Signal::Term).unwrap();
     println!(
-        "hand-off by {signal:?}: a exit {exit}, a had published {published_before}, in flight at hand-off <= {in_flight_before} \
+        "{backend:?}, hand-off by {signal:?}: a exit {exit}, a had published {published_before}, in flight at hand-off <= {in_flight_before} \
          (max over the last 500 ms of meters); b leads after {gap} ms; duplicates {}: {report}",
         report.duplicates
     );
@@ -113,14 +119,4 @@ async fn handoff(signal: Signal) {
         "duplicates {} exceed the records in flight at the hand-off ({in_flight_before})",
         report.duplicates
     );
-}
-
-#[tokio::test]
-async fn graceful_handoff_mid_stream() {
-    handoff(Signal::Term).await;
-}
-
-#[tokio::test]
-async fn kill_9_handoff_mid_stream() {
-    handoff(Signal::Kill).await;
 }

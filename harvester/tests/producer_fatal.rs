@@ -12,6 +12,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::backend::Backend;
 use common::World;
 use harvester::election::mock::MockElector;
 use harvester::store::postgres::PgStore;
@@ -25,7 +26,8 @@ async fn a_producer_whose_deliveries_all_fail_is_replaced_without_loss_or_reorde
         eprintln!("skipped: fault injection needs the embedded broker");
         return;
     }
-    let world = World::on("hvstuck", 4, shared.isolated(1).unwrap()).await;
+    let world =
+        World::on_broker(Backend::Postgres, "hvstuck", 4, shared.isolated(1).unwrap()).await;
     world.migrate().await;
     let mut config = world.config();
     config.limits.producer_stall_timeout = Duration::from_secs(2);

@@ -1,6 +1,7 @@
 //! The real `reaper` binary against real Postgres and the embedded broker: it publishes what a
-//! separate writer commits, stops gracefully on SIGTERM, exposes `/leader` on exactly one of two
-//! instances, and refuses bad configuration naming the field.
+//! separate writer commits (on every database backend, from a config file naming the database by
+//! URL), stops gracefully on SIGTERM, exposes `/leader` on exactly one of two instances, and
+//! refuses bad configuration naming the field.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::reaper::{run_to_end, Reaper, TempFile};
-use common::World;
+use common::{Backend, World};
 use testkit::http::metric;
 use testkit::process::Signal;
 use testkit::wait_for;
@@ -23,12 +24,13 @@ async fn leader_of<'a>(reapers: &'a [&'a Reaper]) -> Vec<usize> {
     leading
 }
 
-#[tokio::test]
-async fn publishes_a_separate_writers_rows_and_reports_them() {
-    let world = Arc::new(World::new("rpub", 4).await);
+on_every_backend!(publishes_a_separate_writers_rows_and_reports_them);
+
+async fn publishes_a_separate_writers_rows_and_reports_them(backend: Backend) {
+    let world = Arc::new(World::on(backend, "rpub", 4).await);
     world.migrate().await;
     let config = world.reaper_config(|_| {});
-    let reaper = Reaper::spawn("r", &config).await;
+    let mut reaper = Reaper::spawn("r", &config).await;
     assert_eq!(reaper.get("/healthz").await.0, 200);
     wait_for("the reaper leads", Duration::from_secs(30), || async {
         reaper.is_leader().await
@@ -50,11 +52,20 @@ async fn publishes_a_separate_writers_rows_and_reports_them() {
     let (_, text) = reaper.get("/metrics").await;
     let published = metric(&text, "harvester_records_published_total").unwrap();
     let purged = metric(&text, "harvester_records_purged_total").unwrap();
-    println!("metrics after 600 records: published {published}, purged {purged}");
+    println!("{backend:?}, metrics after 600 records: published {published}, purged {purged}");
     assert!(published >= 600.0 && purged >= 600.0, "{text}");
     assert_eq!(metric(&text, "harvester_leader"), Some(1.0));
     assert_eq!(metric(&text, "harvester_backlog_records"), Some(0.0));
     assert!(metric(&text, "harvester_publish_duration_seconds_count").unwrap() >= 600.0);
+    reaper.proc.signal(Signal::Term).unwrap();
+    let exit = reaper
+        .proc
+        .wait_exit(Duration::from_secs(20))
+        .expect("it exits");
+    assert!(
+        exit.success(),
+        "{backend:?}: a graceful stop exits 0: {exit}"
+    );
 }
 
 #[tokio::test]

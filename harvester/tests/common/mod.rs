@@ -1,8 +1,12 @@
-//! Harvester-specific test glue on top of `testkit`: a config for a test's schema and broker,
-//! and writers that record what they committed in a `Verifier`.
+//! Harvester-specific test glue on top of `testkit`: a config for a test's database and broker,
+//! and writers that record what they committed in a `Verifier`. A world lives on one backend
+//! (`backend.rs`); `World::new` is Postgres's, for the suites that only run there.
 #![allow(dead_code)]
 
+pub mod backend;
+pub mod bad_rows;
 pub mod contract;
+pub mod held;
 pub mod reaper;
 
 use std::sync::Arc;
@@ -12,14 +16,23 @@ use harvester::config::{KafkaConfig, Limits};
 use harvester::election::neli::NeliConfig;
 use harvester::outbox::{StashRecord, TableName};
 use harvester::stats::StatsSnapshot;
-use harvester::store::postgres::Stasher;
 use harvester::{Config, Harvester, HarvesterHandle};
 use parking_lot::Mutex;
 use rand::Rng;
 use testkit::{envelope, names, Broker, TestDb, Verifier};
 
-/// A config for `db`'s schema and `broker`, with test-friendly timings.
-pub fn config(db: &TestDb, broker: &Broker, group: &str) -> Config {
+pub use backend::Backend;
+use backend::Db;
+
+/// A config for `db`'s outbox and `broker`, with test-friendly timings.
+pub fn config(db: &Db, broker: &Broker, group: &str) -> Config {
+    let mut limits = Limits {
+        drain_timeout: Duration::from_secs(1),
+        min_metrics_interval: Duration::from_millis(100),
+        io_error_backoff: Duration::from_millis(100),
+        ..Default::default()
+    };
+    db.backend().adjust(&mut limits);
     Config {
         kafka: KafkaConfig::with_bootstrap(broker.bootstrap()),
         leader: NeliConfig {
@@ -30,27 +43,22 @@ pub fn config(db: &TestDb, broker: &Broker, group: &str) -> Config {
         }
         .into(),
         database: harvester::config::DatabaseConfig {
-            url: db.url().to_owned(),
+            url: db.url(),
             max_connections: 6,
             ..Default::default()
         },
         outbox: harvester::config::OutboxConfig {
-            table: TableName::parse(&format!("{}.outbox", db.schema)).unwrap(),
+            table: db.table(),
             ..Default::default()
         },
-        limits: Limits {
-            drain_timeout: Duration::from_secs(1),
-            min_metrics_interval: Duration::from_millis(100),
-            io_error_backoff: Duration::from_millis(100),
-            ..Default::default()
-        },
+        limits,
         ..Default::default()
     }
 }
 
-/// A test's world: schema, broker, topic, run id, expectations.
+/// A test's world: database, broker, topic, run id, expectations.
 pub struct World {
-    pub db: TestDb,
+    pub db: Db,
     pub broker: Broker,
     pub topic: String,
     pub group: String,
@@ -59,13 +67,25 @@ pub struct World {
 }
 
 impl World {
+    /// A world on Postgres and the shared broker.
     pub async fn new(prefix: &str, partitions: i32) -> World {
-        Self::on(prefix, partitions, Broker::discover().unwrap()).await
+        Self::on(Backend::Postgres, prefix, partitions).await
     }
 
-    pub async fn on(prefix: &str, partitions: i32, broker: Broker) -> World {
+    /// A world on `backend` and the shared broker.
+    pub async fn on(backend: Backend, prefix: &str, partitions: i32) -> World {
+        Self::on_broker(backend, prefix, partitions, Broker::discover().unwrap()).await
+    }
+
+    /// A world on `backend` and `broker` (e.g. an isolated cluster, for fault injection).
+    pub async fn on_broker(
+        backend: Backend,
+        prefix: &str,
+        partitions: i32,
+        broker: Broker,
+    ) -> World {
         testkit::init_tracing();
-        let db = TestDb::new(prefix).await.unwrap();
+        let db = Db::create(backend, prefix).await;
         let topic = names::topic(prefix);
         broker.create_topic(&topic, partitions).await.unwrap();
         let group = names::unique(prefix);
@@ -87,21 +107,37 @@ impl World {
         config(&self.db, &self.broker, &self.group)
     }
 
+    pub fn backend(&self) -> Backend {
+        self.db.backend()
+    }
+
+    /// The Postgres schema of a world on Postgres (for the suites that only run there).
+    pub fn pg(&self) -> &TestDb {
+        self.db.pg()
+    }
+
     pub fn table(&self) -> TableName {
-        TableName::parse(&format!("{}.outbox", self.db.schema)).unwrap()
+        self.db.table()
+    }
+
+    /// The quarantine table.
+    pub fn quarantine(&self) -> TableName {
+        self.config().outbox.quarantine()
     }
 
     /// Creates the outbox (migrations) without starting a harvester.
     pub async fn migrate(&self) {
-        let c = self.config();
-        harvester::store::postgres::migrate(
-            &self.db.pool,
-            &c.outbox.table,
-            &c.outbox.quarantine(),
-            c.outbox.shape,
-        )
-        .await
-        .unwrap();
+        self.db.migrate(&self.config().outbox).await
+    }
+
+    /// (outbox id, reason) of each quarantined row, by id.
+    pub async fn quarantined(&self) -> Vec<(i64, String)> {
+        self.db.quarantined(&self.quarantine()).await
+    }
+
+    /// Stashes `records` in one committed transaction (expecting nothing); their ids.
+    pub async fn stash(&self, records: &[StashRecord]) -> Vec<i64> {
+        self.db.writer(&self.table()).commit(records).await
     }
 
     pub fn record(&self, key: &str, seq: u64, value_len: usize) -> StashRecord {
@@ -119,7 +155,7 @@ impl World {
 
     /// As [`World::write`], with keys named `<prefix><n>`.
     pub async fn write_keys(&self, prefix: &str, keys: usize, per_key: u64, batch: usize) {
-        let stasher = Stasher::new(&self.table());
+        let writer = self.db.writer(&self.table());
         let mut pending = Vec::new();
         for seq in 0..per_key {
             for k in 0..keys {
@@ -127,10 +163,8 @@ impl World {
             }
         }
         for chunk in pending.chunks(batch.max(1)) {
-            let mut tx = self.db.pool.begin().await.unwrap();
             let records: Vec<_> = chunk.iter().map(|(k, s)| self.record(k, *s, 32)).collect();
-            stasher.stash_batch(&mut tx, &records).await.unwrap();
-            tx.commit().await.unwrap();
+            writer.commit(&records).await;
             let mut v = self.verifier.lock();
             for (k, s) in chunk {
                 v.expect(&self.topic, k.as_bytes(), *s);
@@ -140,13 +174,10 @@ impl World {
 
     /// Writes sequence `seq` of every key `<prefix><n>` in one transaction.
     pub async fn write_round(&self, prefix: &str, keys: usize, seq: u64) {
-        let stasher = Stasher::new(&self.table());
         let records: Vec<_> = (0..keys)
             .map(|k| self.record(&format!("{prefix}{k}"), seq, 32))
             .collect();
-        let mut tx = self.db.pool.begin().await.unwrap();
-        stasher.stash_batch(&mut tx, &records).await.unwrap();
-        tx.commit().await.unwrap();
+        self.stash(&records).await;
         let mut v = self.verifier.lock();
         for k in 0..keys {
             v.expect(&self.topic, format!("{prefix}{k}").as_bytes(), seq);
@@ -165,8 +196,7 @@ impl World {
     ) -> (u64, u64) {
         let mut tasks = Vec::new();
         for w in 0..writers {
-            let pool = self.db.pool.clone();
-            let stasher = Stasher::new(&self.table());
+            let writer = self.db.writer(&self.table());
             let verifier = Arc::clone(&self.verifier);
             let (topic, run) = (self.topic.clone(), self.run.clone());
             tasks.push(tokio::spawn(async move {
@@ -181,7 +211,7 @@ impl World {
                             rng.gen_bool(rollback),
                         )
                     };
-                    let mut tx = pool.begin().await.unwrap();
+                    let mut tx = writer.begin().await;
                     let mut written = Vec::new();
                     for _ in 0..rows {
                         let k = rand::thread_rng().gen_range(0..keys_per_writer);
@@ -192,15 +222,15 @@ impl World {
                         for (hk, hv) in envelope::headers(&run, seq) {
                             r = r.header(hk, hv);
                         }
-                        stasher.stash(&mut tx, &r).await.unwrap();
+                        tx.stash(std::slice::from_ref(&r)).await;
                         written.push((key, seq));
                     }
                     tokio::time::sleep(Duration::from_millis(delay)).await;
                     if abort {
-                        tx.rollback().await.unwrap();
+                        tx.rollback().await;
                         rolled_back += written.len() as u64;
                     } else {
-                        tx.commit().await.unwrap();
+                        tx.commit().await;
                         committed += written.len() as u64;
                         let mut v = verifier.lock();
                         for (key, seq) in written {
@@ -237,10 +267,16 @@ impl World {
     }
 
     pub async fn outbox_rows(&self) -> i64 {
-        sqlx::query_scalar(&format!("SELECT count(*) FROM {}", self.table().quoted()))
-            .fetch_one(&self.db.pool)
-            .await
-            .unwrap()
+        self.db.count(&self.table()).await
+    }
+
+    /// Waits (up to 120 s) until the outbox is empty.
+    pub async fn drained(&self) {
+        testkit::wait_for("outbox drained", Duration::from_secs(120), || async {
+            self.outbox_rows().await == 0
+        })
+        .await
+        .unwrap();
     }
 
     /// Starts a harvester with `config` on what is already written, verifies the topic, waits

@@ -1,0 +1,136 @@
+//! Rows an application can write but Kafka cannot take, per backend, written with raw SQL
+//! beside the `Stasher` (which never writes them): each must end in the quarantine with a
+//! reason naming the row and the problem, while the rows around it are published in order.
+//!
+//! A keyless row is poison only because `outbox.require_key` defaults to true (with it off, a
+//! NULL key is a valid record, published without a key); the suites keep the default. A value
+//! larger than the producer's `message.max.bytes` is written with the `Stasher` (it is a valid
+//! row) and quarantined when its delivery fails permanently.
+
+use super::backend::{Backend, Db};
+use super::World;
+
+/// A malformed row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bad {
+    /// Header arrays of different lengths: two names, one value.
+    HeaderLengths,
+    /// A NULL key (poison under the default `outbox.require_key`).
+    NullKey,
+    /// An empty topic.
+    EmptyTopic,
+    /// MariaDB: `header_keys` is JSON but not an array of strings.
+    HeaderKeysNotStrings,
+    /// MariaDB: `header_values` is JSON but not an array of strings.
+    HeaderValuesNotStrings,
+    /// MariaDB: a header value that is not base64.
+    HeaderValueNotBase64,
+}
+
+impl Bad {
+    /// The malformed rows `backend`'s table can hold. Postgres's typed arrays (`TEXT[]`,
+    /// `BYTEA[]`) cannot hold the JSON or base64 faults; MariaDB's JSON columns cannot hold text
+    /// that is not JSON at all (their `CHECK (json_valid(...))` refuses it: see
+    /// [`World::insert_header_text`]).
+    pub fn on(backend: Backend) -> Vec<Bad> {
+        let mut all = vec![Bad::HeaderLengths, Bad::NullKey, Bad::EmptyTopic];
+        if backend == Backend::MariaDb {
+            all.extend([
+                Bad::HeaderKeysNotStrings,
+                Bad::HeaderValuesNotStrings,
+                Bad::HeaderValueNotBase64,
+            ]);
+        }
+        all
+    }
+
+    /// What the quarantine reason must say.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Bad::HeaderLengths => "header arrays differ",
+            Bad::NullKey => "key is NULL",
+            Bad::EmptyTopic => "empty topic",
+            Bad::HeaderKeysNotStrings => "header_keys is not a JSON array of strings",
+            Bad::HeaderValuesNotStrings => "header_values is not a JSON array of strings",
+            Bad::HeaderValueNotBase64 => "header value 0 is not base64",
+        }
+    }
+}
+
+impl World {
+    /// Inserts one `bad` row into the world's outbox, committed; its id.
+    pub async fn insert_bad(&self, bad: Bad) -> i64 {
+        let topic = if bad == Bad::EmptyTopic {
+            ""
+        } else {
+            self.topic.as_str()
+        };
+        let key = format!("bad-{bad:?}").into_bytes();
+        let key = (bad != Bad::NullKey).then_some(key);
+        let table = self.db.quoted(&self.table());
+        match &self.db {
+            Db::Postgres(db) => {
+                let (names, values): (Vec<&str>, Vec<Vec<u8>>) = match bad {
+                    Bad::HeaderLengths => (vec!["a", "b"], vec![vec![1]]),
+                    Bad::NullKey | Bad::EmptyTopic => (Vec::new(), Vec::new()),
+                    other => panic!("a Postgres outbox cannot hold {other:?}"),
+                };
+                sqlx::query_scalar(&format!(
+                    "INSERT INTO {table} (topic, kafka_key, kafka_value, header_keys, header_values) \
+                     VALUES ($1, $2, 'v', $3, $4) RETURNING id"
+                ))
+                .bind(topic)
+                .bind(key)
+                .bind(names)
+                .bind(values)
+                .fetch_one(&db.pool)
+                .await
+                .unwrap()
+            }
+            Db::MariaDb(_) => {
+                let (names, values) = match bad {
+                    Bad::HeaderLengths => (r#"["a","b"]"#, r#"["AQ=="]"#),
+                    Bad::NullKey | Bad::EmptyTopic => ("[]", "[]"),
+                    Bad::HeaderKeysNotStrings => (r#"{"a":1}"#, "[]"),
+                    Bad::HeaderValuesNotStrings => (r#"["a"]"#, "[1]"),
+                    Bad::HeaderValueNotBase64 => (r#"["a"]"#, r#"["@@@@"]"#),
+                };
+                self.insert_mariadb_row(topic, key, names, values)
+                    .await
+                    .unwrap()
+            }
+        }
+    }
+
+    /// MariaDB: tries to write header columns of raw text (`names`, `values`); the row's id, or
+    /// the database's refusal.
+    pub async fn insert_header_text(&self, names: &str, values: &str) -> Result<i64, sqlx::Error> {
+        let key = Some(b"bad-text".to_vec());
+        self.insert_mariadb_row(&self.topic, key, names, values)
+            .await
+    }
+
+    async fn insert_mariadb_row(
+        &self,
+        topic: &str,
+        key: Option<Vec<u8>>,
+        names: &str,
+        values: &str,
+    ) -> Result<i64, sqlx::Error> {
+        let Db::MariaDb(db) = &self.db else {
+            panic!("JSON header columns are MariaDB's")
+        };
+        let done = sqlx::query(&format!(
+            "INSERT INTO {} (topic, kafka_key, kafka_value, header_keys, header_values) \
+             VALUES (?, ?, 'v', ?, ?)",
+            self.db.quoted(&self.table())
+        ))
+        .bind(topic)
+        .bind(key)
+        .bind(names)
+        .bind(values)
+        .execute(&db.pool)
+        .await?;
+        Ok(done.last_insert_id() as i64)
+    }
+}
