@@ -58,6 +58,15 @@ pub enum Error {
         source: sqlx::Error,
     },
 
+    /// A SQL Server operation failed (the `mssql` store; tiberius, not sqlx, speaks to it).
+    #[cfg(feature = "mssql")]
+    #[error("sql server: cannot {action}")]
+    SqlServer {
+        action: String,
+        #[source]
+        source: tiberius::error::Error,
+    },
+
     /// A coordination service's client (NATS, ZooKeeper, etcd: the electors' servers) failed.
     #[error("{system}: cannot {action}")]
     Coordination {
@@ -138,6 +147,13 @@ impl Error {
     pub(crate) fn db(action: impl Into<String>) -> impl FnOnce(sqlx::Error) -> Error {
         let action = action.into();
         move |source| Error::Database { action, source }
+    }
+
+    /// Maps a SQL Server client's error: `.map_err(Error::mssql("purge acknowledged rows"))`.
+    #[cfg(feature = "mssql")]
+    pub(crate) fn mssql(action: impl Into<String>) -> impl FnOnce(tiberius::error::Error) -> Error {
+        let action = action.into();
+        move |source| Error::SqlServer { action, source }
     }
 }
 

@@ -14,8 +14,9 @@
 //!   back in). Implementations, one folder each: [`store::postgres`] (production: sqlx, the
 //!   native or an unchanged goharvest table, `LISTEN/NOTIFY`, its stasher, SQL files and
 //!   migrations), [`store::mariadb`] (MariaDB/MySQL: the same promises without
-//!   `UPDATE … RETURNING` or arrays, polling) and [`store::memory`] (in memory, with fault
-//!   injection, for tests).
+//!   `UPDATE … RETURNING` or arrays, polling), `store::mssql` (SQL Server through tiberius,
+//!   feature `mssql`: marks picked from row versions, polling) and [`store::memory`] (in memory,
+//!   with fault injection, for tests).
 //! - **The elector** ([`election::Elector`]): exactly one harvester of a group works at a time;
 //!   `is_leader()` is deadline-checked, each term has a fresh id (the rows' `leader_id`), and a
 //!   revocation carries a hand-off barrier. Implementations, one folder each:

@@ -2,8 +2,8 @@
 //!
 //! Each store has a stasher that inserts these inside the caller's own transaction (for
 //! Postgres, [`crate::store::postgres::Stasher`]; for MariaDB/MySQL,
-//! [`crate::store::mariadb::Stasher`]), so the record commits exactly when the
-//! business change does.
+//! [`crate::store::mariadb::Stasher`]; for SQL Server, `crate::store::mssql::Stasher`, feature
+//! `mssql`), so the record commits exactly when the business change does.
 
 /// One record to stash.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

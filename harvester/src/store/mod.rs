@@ -10,6 +10,8 @@
 //!   wake-ups, the native or an unchanged goharvest table);
 //! - [`mariadb`]: MariaDB/MySQL (sqlx; marks as short READ COMMITTED transactions, polling,
 //!   the native table only);
+//! - `mssql`: SQL Server (tiberius, behind the cargo feature `mssql`; marks as a pick from row
+//!   versions and an `UPDATE ... OUTPUT` by primary key, polling, the native table only);
 //! - [`memory`]: an in-memory store with fault injection, for fast deterministic tests of the
 //!   pipeline's failure handling (and embedders' own tests), never a production backend.
 //!
@@ -19,6 +21,8 @@
 
 pub mod mariadb;
 pub mod memory;
+#[cfg(feature = "mssql")]
+pub mod mssql;
 pub mod postgres;
 mod settings;
 
@@ -218,7 +222,28 @@ pub async fn connect(
         let store = mariadb::MariaDbStore::connect(database, outbox).await?;
         return Ok(Arc::new(store));
     }
+    #[cfg(feature = "mssql")]
+    if mssql::accepts(&database.url) {
+        let store = mssql::MssqlStore::connect(database, outbox).await?;
+        return Ok(Arc::new(store));
+    }
     Err(Error::InvalidConfig(url_problems(&database.url)))
+}
+
+/// Whether `url` names SQL Server, whether or not this build has its store.
+fn names_sqlserver(url: &str) -> bool {
+    url.starts_with("sqlserver://") || url.starts_with("mssql://")
+}
+
+/// The problem with a SQL Server URL in a build without the SQL Server store.
+#[cfg_attr(feature = "mssql", allow(dead_code))] // its test runs in every build
+fn without_mssql() -> ConfigProblem {
+    ConfigProblem::new(
+        "database.url",
+        "names SQL Server (sqlserver:// or mssql://), but this build of the harvester lacks the \
+         `mssql` feature: build it with `--features mssql` (the reaper's `cli` feature includes \
+         it)",
+    )
 }
 
 /// Problems with a database URL: none when some store accepts it.
@@ -226,10 +251,17 @@ pub(crate) fn url_problems(url: &str) -> Vec<ConfigProblem> {
     if postgres::accepts(url) || mariadb::accepts(url) {
         return Vec::new();
     }
+    if names_sqlserver(url) {
+        #[cfg(feature = "mssql")]
+        return mssql::url_problems(url);
+        #[cfg(not(feature = "mssql"))]
+        return vec![without_mssql()];
+    }
     vec![ConfigProblem::new(
         "database.url",
-        "must be a postgres:// URL (Postgres), e.g. postgres://user@host:5432/db, or a mysql:// \
-         or mariadb:// URL (MariaDB/MySQL), e.g. mysql://user@host:3306/db",
+        "must be a postgres:// URL (Postgres), e.g. postgres://user@host:5432/db, a mysql:// \
+         or mariadb:// URL (MariaDB/MySQL), e.g. mysql://user@host:3306/db, or a sqlserver:// \
+         or mssql:// URL (SQL Server), e.g. sqlserver://user:password@host:1433/db",
     )]
 }
 
@@ -239,5 +271,63 @@ pub(crate) fn outbox_problems(url: &str, outbox: &OutboxConfig) -> Vec<ConfigPro
     if mariadb::accepts(url) {
         return mariadb::outbox_problems(outbox);
     }
+    #[cfg(feature = "mssql")]
+    if mssql::accepts(url) {
+        return mssql::outbox_problems(outbox);
+    }
     Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_of_unknown_schemes_name_every_store() {
+        let p = url_problems("oracle://u@h/db");
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].field, "database.url");
+        for scheme in [
+            "postgres://",
+            "mysql://",
+            "mariadb://",
+            "sqlserver://",
+            "mssql://",
+        ] {
+            assert!(p[0].message.contains(scheme), "{scheme}: {}", p[0].message);
+        }
+        assert!(url_problems("postgres://u@h/db").is_empty());
+        assert!(url_problems("mysql://u@h/db").is_empty());
+    }
+
+    #[cfg(feature = "mssql")]
+    #[test]
+    fn sqlserver_urls_are_checked_by_the_mssql_store() {
+        assert!(url_problems("sqlserver://sa:pw@h:1433/db").is_empty());
+        assert!(url_problems("mssql://sa:pw@h/db").is_empty());
+        let p = url_problems("sqlserver://h:1433/db");
+        assert_eq!(p.len(), 1);
+        assert!(p[0].message.contains("needs a user"), "{}", p[0].message);
+        let goharvest = OutboxConfig {
+            shape: crate::outbox::Shape::Goharvest,
+            ..OutboxConfig::default()
+        };
+        assert_eq!(outbox_problems("sqlserver://sa@h/db", &goharvest).len(), 1);
+    }
+
+    #[test]
+    fn sqlserver_urls_without_the_feature_say_so() {
+        let p = without_mssql();
+        assert_eq!(p.field, "database.url");
+        assert!(
+            p.message.contains("lacks the `mssql` feature"),
+            "{}",
+            p.message
+        );
+        assert!(p.message.contains("--features mssql"), "{}", p.message);
+        #[cfg(not(feature = "mssql"))]
+        for url in ["sqlserver://sa:pw@h:1433/db", "mssql://sa@h/db"] {
+            assert_eq!(url_problems(url), vec![without_mssql()]);
+        }
+    }
 }

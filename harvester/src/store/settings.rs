@@ -15,12 +15,13 @@ use crate::outbox::{Shape, TableName};
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseConfig {
     /// The database's URL; its scheme picks the store: `postgres://` (or `postgresql://`) for
-    /// Postgres, `mysql://` or `mariadb://` for MariaDB/MySQL. Default
-    /// `postgres://postgres@localhost:5432/postgres`.
+    /// Postgres, `mysql://` or `mariadb://` for MariaDB/MySQL, `sqlserver://` or `mssql://` for
+    /// SQL Server (feature `mssql`). Default `postgres://postgres@localhost:5432/postgres`.
     pub url: String,
     /// Connections in the pool (marker, purger, listener, metrics). Default 4.
     pub max_connections: u32,
-    /// Server-side `statement_timeout` for every harvester statement. Default 10s.
+    /// Server-side `statement_timeout` for every harvester statement (SQL Server, which has
+    /// none: its `LOCK_TIMEOUT`, and a client-side bound). Default 10s.
     #[serde(with = "humantime_serde")]
     pub statement_timeout: Duration,
     /// How long to wait for a connection. Default 5s.

@@ -1,0 +1,102 @@
+//! The header columns: SQL Server has no arrays, so a row's headers are two JSON arrays of the
+//! same length in `NVARCHAR(MAX)` columns, `header_keys` (names, strings) and `header_values`
+//! (values, base64 strings, since JSON holds text and header values are bytes). Two parallel
+//! arrays rather than one array of pairs keep the Postgres native table's layout, and with it
+//! the same poison rule: arrays of different lengths (and here also anything that is not an
+//! array of strings, or bad base64) make the row poison, quarantined with the cause, never an
+//! error that stops marking.
+//!
+//! Base64 is [`crate::base64`]'s: RFC 4648 with padding, whose decoder skips ASCII whitespace,
+//! so values a writer's encoder broke into lines decode.
+
+use crate::base64::{decode as unbase64, encode as base64};
+use crate::outbox::{zip_headers, Poison};
+
+/// The two JSON columns of `headers`: names, and base64 values.
+pub(super) fn encode(headers: &[(String, Vec<u8>)]) -> (String, String) {
+    let keys: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
+    let values: Vec<String> = headers.iter().map(|(_, v)| base64(v)).collect();
+    (
+        serde_json::Value::from(keys).to_string(),
+        serde_json::Value::from(values).to_string(),
+    )
+}
+
+/// The headers of row `id` from its two JSON columns, or the poison that says what is wrong.
+pub(super) fn decode(id: i64, keys: &str, values: &str) -> Result<Vec<(String, Vec<u8>)>, Poison> {
+    let strings = |column: &str, json: &str| {
+        serde_json::from_str::<Vec<String>>(json).map_err(|e| Poison {
+            id,
+            reason: format!("row {id}: {column} is not a JSON array of strings ({e})"),
+        })
+    };
+    let keys = strings("header_keys", keys)?;
+    let encoded = strings("header_values", values)?;
+    let mut values = Vec::with_capacity(encoded.len());
+    for (i, v) in encoded.iter().enumerate() {
+        values.push(unbase64(v).ok_or_else(|| Poison {
+            id,
+            reason: format!("row {id}: header value {i} is not base64"),
+        })?);
+    }
+    zip_headers(id, keys, values, |v| v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_through_their_columns() {
+        let headers = vec![
+            ("trace".to_owned(), b"abc".to_vec()),
+            ("bin".to_owned(), vec![0, 255, 7]),
+            ("empty".to_owned(), Vec::new()),
+            ("ünï\"code".to_owned(), "✓".as_bytes().to_vec()),
+        ];
+        let (keys, values) = encode(&headers);
+        assert_eq!(keys, r#"["trace","bin","empty","ünï\"code"]"#);
+        assert_eq!(values, r#"["YWJj","AP8H","","4pyT"]"#);
+        assert_eq!(decode(1, &keys, &values), Ok(headers));
+        assert_eq!(encode(&[]), ("[]".to_owned(), "[]".to_owned()));
+        assert_eq!(decode(1, "[]", "[]"), Ok(Vec::new()));
+        // Line breaks inside a value (as some base64 writers put them) are skipped.
+        assert_eq!(
+            decode(1, r#"["a"]"#, "[\"YW\\r\\nJj\"]"),
+            Ok(vec![("a".to_owned(), b"abc".to_vec())])
+        );
+    }
+
+    #[test]
+    fn malformed_headers_are_poison_naming_the_row() {
+        let cases: [(&str, &str, &str); 6] = [
+            (
+                r#"["a","b"]"#,
+                r#"["AQ=="]"#,
+                "header arrays differ in length",
+            ),
+            (
+                r#"{"a":1}"#,
+                "[]",
+                "header_keys is not a JSON array of strings",
+            ),
+            (
+                r#"["a"]"#,
+                "[1]",
+                "header_values is not a JSON array of strings",
+            ),
+            ("not json", "[]", "header_keys"),
+            ("", "[]", "header_keys"),
+            (r#"["a"]"#, r#"["@@@@"]"#, "header value 0 is not base64"),
+        ];
+        for (keys, values, why) in cases {
+            let p = decode(9, keys, values).unwrap_err();
+            assert_eq!(p.id, 9);
+            assert!(
+                p.reason.starts_with("row 9: ") && p.reason.contains(why),
+                "{}",
+                p.reason
+            );
+        }
+    }
+}

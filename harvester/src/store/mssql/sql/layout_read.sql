@@ -1,0 +1,2 @@
+-- The recorded B (no row: none recorded yet).
+SELECT buckets FROM {{layout}}

@@ -1,0 +1,776 @@
+//! The `OutboxStore` contract on a real SQL Server (`MSSQL_URL`, e.g.
+//! `sqlserver://sa:password@127.0.0.1:1433/harvester_test?encrypt=false`), each test in a schema
+//! of its own: marks take the head in id order and only rows this leader has not marked, a
+//! second leader re-marks a first's, a stale leader's purge, reset and quarantine touch nothing,
+//! the quarantine moves the row (an oversize one too) with its reason, malformed rows come back
+//! as poison, late commits are marked once committed and never waited for, a row another
+//! statement holds is waited for (not skipped) while writers go on, leader ids round-trip as
+//! UNIQUEIDENTIFIERs, scoped marks split the rows by key under the layout guard, `buckets_of`
+//! agrees with the scoped mark and with SHA-256, and concurrent migrations do not race.
+//!
+//! Without `MSSQL_URL` every test prints one line and passes: no SQL Server runs where this was
+//! written. The database must be a scratch one: the suite turns its READ_COMMITTED_SNAPSHOT on
+//! if it is off (which ends the database's other sessions), and leaves a schema per test behind
+//! when a test fails.
+#![cfg(feature = "mssql")]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use harvester::outbox::{Decoded, StashRecord, TableName};
+use harvester::store::mssql::{guid_bytes, Client, MssqlStore, Pool};
+use harvester::store::{BucketScope, DatabaseConfig, OutboxConfig, OutboxStore};
+use rand::Rng;
+use sha2::{Digest, Sha256};
+use testkit::wait_for;
+use tiberius::{Query, Row};
+use uuid::Uuid;
+
+/// Whatever must not wait for a lock finishes within this.
+const QUICK: Duration = Duration::from_secs(3);
+
+const SKIPPED: &str = "skipped: MSSQL_URL is not set (no SQL Server on this machine); set it to \
+                       sqlserver://user:pass@host:1433/db to run this suite";
+
+/// A test's schema in the `MSSQL_URL` database.
+struct Db {
+    url: String,
+    schema: String,
+    /// For the tests' own statements.
+    pool: Pool,
+}
+
+/// Turns READ_COMMITTED_SNAPSHOT on in the test database, once per run, if it is off.
+static ROW_VERSIONING: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+
+impl Db {
+    /// `None` (after printing why) when `MSSQL_URL` is not set.
+    async fn new(prefix: &str) -> Option<Db> {
+        let Ok(url) = std::env::var("MSSQL_URL") else {
+            println!("{SKIPPED}");
+            return None;
+        };
+        testkit::init_tracing();
+        let database = DatabaseConfig {
+            url: url.clone(),
+            max_connections: 4,
+            ..DatabaseConfig::default()
+        };
+        let pool = harvester::store::mssql::connect_pool(&database)
+            .await
+            .unwrap();
+        ROW_VERSIONING
+            .get_or_init(|| async {
+                let on = rows(&pool, "SELECT CAST(is_read_committed_snapshot_on AS INT) FROM sys.databases WHERE database_id = DB_ID()").await;
+                if on[0].get::<i32, _>(0) != Some(1) {
+                    println!("turning READ_COMMITTED_SNAPSHOT on in the test database");
+                    let mut client = pool.open_client().await.unwrap();
+                    client
+                        .simple_query("ALTER DATABASE CURRENT SET READ_COMMITTED_SNAPSHOT ON WITH ROLLBACK IMMEDIATE")
+                        .await
+                        .unwrap()
+                        .into_results()
+                        .await
+                        .unwrap();
+                }
+            })
+            .await;
+        let suffix: u32 = rand::thread_rng().gen();
+        let schema = format!("h_{prefix}_{suffix:08x}");
+        Some(Db { url, schema, pool })
+    }
+
+    fn database(&self) -> DatabaseConfig {
+        DatabaseConfig {
+            url: self.url.clone(),
+            max_connections: 4,
+            ..DatabaseConfig::default()
+        }
+    }
+
+    fn outbox(&self, table: &str) -> OutboxConfig {
+        OutboxConfig {
+            table: TableName::parse(&format!("{}.{table}", self.schema)).unwrap(),
+            ..OutboxConfig::default()
+        }
+    }
+
+    /// `[schema].[table]`.
+    fn qualified(&self, table: &str) -> String {
+        format!("[{}].[{}]", self.schema, table.replace(']', "]]"))
+    }
+
+    /// A store on a pool of its own, migrated.
+    async fn store_on(&self, outbox: &OutboxConfig) -> MssqlStore {
+        let store = MssqlStore::connect(&self.database(), outbox).await.unwrap();
+        store.migrate().await.unwrap();
+        store
+    }
+
+    async fn store(&self) -> MssqlStore {
+        self.store_on(&self.outbox("outbox")).await
+    }
+
+    async fn rows(&self, sql: &str) -> Vec<Row> {
+        rows(&self.pool, sql).await
+    }
+
+    async fn count(&self, table: &str) -> i64 {
+        let sql = format!("SELECT COUNT_BIG(*) FROM {}", self.qualified(table));
+        self.rows(&sql).await[0].get::<i64, _>(0).unwrap()
+    }
+
+    async fn leaders(&self) -> Vec<Option<Uuid>> {
+        let sql = format!(
+            "SELECT leader_id FROM {} ORDER BY id",
+            self.qualified("outbox")
+        );
+        self.rows(&sql).await.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// Drops the test's tables and schema.
+    async fn cleanup(self) {
+        let sql = "DECLARE @sql NVARCHAR(MAX) = N''; \
+                   SELECT @sql += N'DROP TABLE ' + QUOTENAME(s.name) + N'.' + QUOTENAME(t.name) + N'; ' \
+                   FROM sys.tables AS t JOIN sys.schemas AS s ON s.schema_id = t.schema_id \
+                   WHERE s.name = @P1; \
+                   SET @sql += N'DROP SCHEMA ' + QUOTENAME(@P1) + N';'; \
+                   EXEC (@sql);";
+        let mut query = Query::new(sql);
+        query.bind(self.schema.as_str());
+        let mut conn = self.pool.acquire().await.unwrap();
+        conn.execute("drop the test schema", query).await.unwrap();
+    }
+}
+
+async fn rows(pool: &Pool, sql: &str) -> Vec<Row> {
+    let mut conn = pool.acquire().await.unwrap();
+    conn.rows("run a test query", Query::new(sql))
+        .await
+        .unwrap()
+}
+
+fn records(n: usize, keys: usize) -> Vec<StashRecord> {
+    (0..n)
+        .map(|i| StashRecord::new("t", format!("key-{}", i % keys), format!("{i}")))
+        .collect()
+}
+
+/// Stashes and commits `records` in a transaction of their own.
+async fn stash(store: &MssqlStore, records: &[StashRecord]) -> Vec<i64> {
+    let mut client = store.pool().open_client().await.unwrap();
+    client.begin_transaction().await.unwrap();
+    let ids = store
+        .stasher()
+        .stash_batch(&mut client, records)
+        .await
+        .unwrap();
+    client.commit_transaction().await.unwrap();
+    ids
+}
+
+async fn execute(client: &mut Client, sql: &str) {
+    client
+        .simple_query(sql)
+        .await
+        .unwrap()
+        .into_results()
+        .await
+        .unwrap();
+}
+
+fn id_of(d: &Decoded) -> i64 {
+    match d {
+        Ok(r) => r.id,
+        Err(p) => p.id,
+    }
+}
+
+fn ids(marked: &[Decoded]) -> Vec<i64> {
+    marked.iter().map(id_of).collect()
+}
+
+#[tokio::test]
+async fn marks_take_the_head_in_id_order_and_only_rows_not_marked_by_this_leader() {
+    let Some(db) = Db::new("head").await else {
+        return;
+    };
+    let store = db.store().await;
+    let mut written = records(10, 3);
+    written[0] = written[0]
+        .clone()
+        .header("trace", "abc")
+        .header("bin", vec![0u8, 255]);
+    written[1].partition = Some(2);
+    written[1].timestamp_ms = Some(1_700_000_000_123);
+    written[2].value = None;
+    written[3].timestamp_ms = Some(-1);
+    let all = stash(&store, &written).await;
+    assert_eq!(all.len(), 10);
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
+
+    let a = Uuid::new_v4();
+    let first = store.mark(a, 4).await.unwrap();
+    assert_eq!(ids(&first), all[..4]);
+    let r0 = first[0].as_ref().unwrap();
+    assert_eq!(r0.topic, "t");
+    assert_eq!(r0.key.as_deref(), Some(&b"key-0"[..]));
+    assert_eq!(r0.value.as_deref(), Some(&b"0"[..]));
+    assert_eq!(
+        r0.headers,
+        vec![
+            ("trace".into(), b"abc".to_vec()),
+            ("bin".into(), vec![0, 255])
+        ]
+    );
+    assert_eq!((r0.partition, r0.timestamp_ms), (None, None));
+    let age = chrono::Utc::now() - r0.create_time;
+    assert!(age.num_seconds().abs() < 60, "create_time is UTC: {age}");
+    let r1 = first[1].as_ref().unwrap();
+    assert_eq!(
+        (r1.partition, r1.timestamp_ms),
+        (Some(2), Some(1_700_000_000_123))
+    );
+    assert_eq!(first[2].as_ref().unwrap().value, None, "a tombstone");
+    assert_eq!(
+        first[3].as_ref().unwrap().timestamp_ms,
+        Some(-1),
+        "before the epoch"
+    );
+
+    assert_eq!(ids(&store.mark(a, 4).await.unwrap()), all[4..8]);
+    assert_eq!(ids(&store.mark(a, 100).await.unwrap()), all[8..]);
+    assert!(store.mark(a, 100).await.unwrap().is_empty(), "all marked");
+    assert!(db.leaders().await.iter().all(|l| *l == Some(a)));
+
+    let backlog = store.backlog().await.unwrap();
+    assert_eq!(backlog.rows, 10);
+    assert!(backlog.oldest_age_seconds >= 0.0 && backlog.oldest_age_seconds < 60.0);
+    assert_eq!(store.purge(&all, &[a]).await.unwrap(), 10);
+    assert_eq!(store.backlog().await.unwrap().rows, 0);
+    assert_eq!(store.backlog().await.unwrap().oldest_age_seconds, 0.0);
+    store.ping().await.unwrap();
+    assert!(store.describe().contains("outbox"), "{}", store.describe());
+    assert!(store.pool_stats().unwrap().max >= 2);
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn leader_ids_round_trip_as_uniqueidentifiers() {
+    let Some(db) = Db::new("guid").await else {
+        return;
+    };
+    let store = db.store().await;
+    let all = stash(&store, &records(1, 1)).await;
+    let leader = Uuid::parse_str("00112233-4455-6677-8899-aabbccddeeff").unwrap();
+    assert_eq!(ids(&store.mark(leader, 1).await.unwrap()), all);
+    let sql = format!(
+        "SELECT leader_id, CONVERT(CHAR(36), leader_id), CAST(leader_id AS BINARY(16)) FROM {}",
+        db.qualified("outbox")
+    );
+    let row = &db.rows(&sql).await[0];
+    assert_eq!(row.get::<Uuid, _>(0), Some(leader));
+    assert_eq!(
+        row.get::<&str, _>(1),
+        Some("00112233-4455-6677-8899-AABBCCDDEEFF")
+    );
+    assert_eq!(row.get::<&[u8], _>(2), Some(&guid_bytes(leader)[..]));
+    // A purge conditioned on the same Uuid finds the row.
+    assert_eq!(store.purge(&all, &[leader]).await.unwrap(), 1);
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn large_marks_purges_and_resets_run_in_several_lists() {
+    let Some(db) = Db::new("large").await else {
+        return;
+    };
+    let store = db.store().await;
+    let all = stash(&store, &records(1300, 50)).await;
+    let a = Uuid::new_v4();
+    let marked = store.mark(a, 2000).await.unwrap();
+    assert_eq!(ids(&marked), all, "every row, in id order");
+    // Most reset (the rest stays in flight), then marked again: only the reset ones.
+    let (reset, kept) = all.split_at(1100);
+    assert_eq!(store.reset(reset, &[a]).await.unwrap(), 1100);
+    let b = Uuid::new_v4();
+    assert_eq!(store.purge(kept, &[b]).await.unwrap(), 0, "not b's");
+    assert_eq!(ids(&store.mark(a, 2000).await.unwrap()), reset);
+    assert_eq!(store.purge(&all, &[b, a]).await.unwrap(), 1300);
+    assert_eq!(db.count("outbox").await, 0);
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_second_leader_re_marks_and_a_stale_leader_touches_nothing() {
+    let Some(db) = Db::new("stale").await else {
+        return;
+    };
+    let store = db.store().await;
+    let all = stash(&store, &records(4, 2)).await;
+    let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
+    assert_eq!(ids(&store.mark(old, 10).await.unwrap()), all);
+    assert_eq!(
+        ids(&store.mark(new, 10).await.unwrap()),
+        all,
+        "a newer leader re-marks what the old one has in flight"
+    );
+    assert_eq!(store.purge(&all, &[old]).await.unwrap(), 0);
+    assert_eq!(store.reset(&all, &[old]).await.unwrap(), 0);
+    assert!(!store.quarantine(all[0], &[old], "stale").await.unwrap());
+    assert!(
+        db.leaders().await.iter().all(|l| *l == Some(new)),
+        "rows still belong to the newer leader"
+    );
+    assert_eq!(db.count("outbox_quarantine").await, 0);
+    // Resetting as the current leader makes them markable again, by anyone.
+    assert_eq!(store.reset(&all[..2], &[old, new]).await.unwrap(), 2);
+    assert_eq!(db.leaders().await, vec![None, None, Some(new), Some(new)]);
+    assert_eq!(ids(&store.mark(new, 10).await.unwrap()), all[..2]);
+    assert_eq!(store.purge(&all, &[new]).await.unwrap(), 4);
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn quarantine_moves_the_row_with_its_reason_oversize_values_too() {
+    let Some(db) = Db::new("quarantine").await else {
+        return;
+    };
+    let store = db.store().await;
+    // A value far over Kafka's default message size: the pipeline quarantines such a record
+    // after the producer refuses it; the store must move it whole.
+    let big: Vec<u8> = (0..3 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let all = stash(
+        &store,
+        &[
+            StashRecord::new("t", "k", "v").header("h", "x"),
+            StashRecord::new("t", "big", big.clone()),
+        ],
+    )
+    .await;
+    let leader = Uuid::new_v4();
+    let marked = store.mark(leader, 10).await.unwrap();
+    assert_eq!(marked[1].as_ref().unwrap().value.as_deref(), Some(&big[..]));
+    for (id, reason) in all.iter().zip(["too large", "over message.max.bytes"]) {
+        assert!(store.quarantine(*id, &[leader], reason).await.unwrap());
+        assert!(
+            !store.quarantine(*id, &[leader], "again").await.unwrap(),
+            "already moved"
+        );
+    }
+    assert_eq!(db.count("outbox").await, 0);
+    let sql = format!(
+        "SELECT outbox_id, reason, topic, kafka_key, kafka_value, header_keys, leader_id \
+         FROM {} ORDER BY outbox_id",
+        db.qualified("outbox_quarantine")
+    );
+    let moved = db.rows(&sql).await;
+    assert_eq!(moved.len(), 2);
+    assert_eq!(moved[0].get::<i64, _>(0), Some(all[0]));
+    assert_eq!(moved[0].get::<&str, _>(1), Some("too large"));
+    assert_eq!(moved[0].get::<&str, _>(2), Some("t"));
+    assert_eq!(moved[0].get::<&[u8], _>(3), Some(&b"k"[..]));
+    assert_eq!(moved[0].get::<&[u8], _>(4), Some(&b"v"[..]));
+    assert_eq!(moved[0].get::<&str, _>(5), Some(r#"["h"]"#));
+    assert_eq!(moved[0].get::<Uuid, _>(6), Some(leader));
+    assert_eq!(moved[1].get::<&[u8], _>(4), Some(&big[..]), "kept whole");
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn malformed_rows_come_back_as_poison() {
+    let Some(db) = Db::new("poison").await else {
+        return;
+    };
+    let store = db.store().await;
+    let table = db.qualified("outbox");
+    let good = stash(&store, &[StashRecord::new("t", "good", "v")]).await[0];
+    let bad = [
+        (
+            r#"N'["a","b"]'"#,
+            r#"N'["AQ=="]'"#,
+            "N't'",
+            "0x6b",
+            "header arrays differ in length",
+        ),
+        (
+            r#"N'{"a":1}'"#,
+            "N'[]'",
+            "N't'",
+            "0x6b",
+            "header_keys is not a JSON array of strings",
+        ),
+        (
+            "N'not json'",
+            "N'[]'",
+            "N't'",
+            "0x6b",
+            "header_keys is not a JSON array of strings",
+        ),
+        (
+            r#"N'["a"]'"#,
+            "N'[1]'",
+            "N't'",
+            "0x6b",
+            "header_values is not a JSON array of strings",
+        ),
+        (
+            r#"N'["a"]'"#,
+            r#"N'["@@@@"]'"#,
+            "N't'",
+            "0x6b",
+            "not base64",
+        ),
+        ("N'[]'", "N'[]'", "N't'", "NULL", "key is NULL"),
+        ("N'[]'", "N'[]'", "N''", "0x6b", "empty topic"),
+    ];
+    let mut expected = BTreeMap::new();
+    for (keys, values, topic, key, why) in bad {
+        let sql = format!(
+            "INSERT INTO {table} (topic, kafka_key, kafka_value, header_keys, header_values) \
+             OUTPUT inserted.id VALUES ({topic}, {key}, 0x76, {keys}, {values})"
+        );
+        let id: i64 = db.rows(&sql).await[0].get(0).unwrap();
+        expected.insert(id, why);
+    }
+    let leader = Uuid::new_v4();
+    let marked = store.mark(leader, 10).await.unwrap();
+    assert_eq!(marked.len(), 8);
+    assert!(marked[0].as_ref().is_ok_and(|r| r.id == good));
+    for d in &marked[1..] {
+        let p = d.as_ref().unwrap_err();
+        let why = expected[&p.id];
+        assert!(
+            p.reason.contains(why),
+            "row {}: {} (expected {why})",
+            p.id,
+            p.reason
+        );
+        assert!(store.quarantine(p.id, &[leader], &p.reason).await.unwrap());
+    }
+    assert_eq!(db.count("outbox_quarantine").await, 7);
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_late_commit_is_marked_once_committed_and_never_waited_for() {
+    let Some(db) = Db::new("late").await else {
+        return;
+    };
+    let store = db.store().await;
+    let stasher = store.stasher();
+    // A writer draws the lower id and stays open...
+    let mut early = store.pool().open_client().await.unwrap();
+    early.begin_transaction().await.unwrap();
+    let low = stasher
+        .stash(&mut early, &StashRecord::new("t", "a", "1"))
+        .await
+        .unwrap();
+    // ...while a later one commits a higher id.
+    let high = stash(&store, &[StashRecord::new("t", "b", "1")]).await[0];
+    assert!(low < high);
+    let leader = Uuid::new_v4();
+    let marked = tokio::time::timeout(QUICK, store.mark(leader, 10))
+        .await
+        .expect("a mark must not wait for an uncommitted insert")
+        .unwrap();
+    assert_eq!(
+        ids(&marked),
+        vec![high],
+        "the uncommitted row is not there yet"
+    );
+    let purged = tokio::time::timeout(QUICK, store.purge(&[high], &[leader]))
+        .await
+        .expect("a purge must not wait for an uncommitted insert");
+    assert_eq!(purged.unwrap(), 1);
+    early.commit_transaction().await.unwrap();
+    assert_eq!(
+        ids(&store.mark(leader, 10).await.unwrap()),
+        vec![low],
+        "the late commit is taken by the next mark"
+    );
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_held_row_is_waited_for_not_skipped_and_writers_go_on() {
+    let Some(db) = Db::new("held").await else {
+        return;
+    };
+    let store = db.store().await;
+    let all = stash(&store, &records(5, 5)).await;
+    let table = db.qualified("outbox");
+    // Hold the middle row, as a purge or reset in progress would.
+    let mut holder = store.pool().open_client().await.unwrap();
+    let spid: i16 = holder
+        .simple_query("SELECT CAST(@@SPID AS SMALLINT)")
+        .await
+        .unwrap()
+        .into_row()
+        .await
+        .unwrap()
+        .unwrap()
+        .get(0)
+        .unwrap();
+    holder.begin_transaction().await.unwrap();
+    execute(
+        &mut holder,
+        &format!(
+            "UPDATE {table} SET leader_id = NEWID() WHERE id = {}",
+            all[2]
+        ),
+    )
+    .await;
+    let leader = Uuid::new_v4();
+    let marking = tokio::spawn({
+        let store = store.clone();
+        async move { store.mark(leader, 10).await }
+    });
+    wait_for(
+        "the mark to wait for the held row",
+        Duration::from_secs(5),
+        || {
+            let db = &db;
+            async move {
+                let sql = format!(
+                    "SELECT COUNT(*) FROM sys.dm_exec_requests WHERE blocking_session_id = {spid}"
+                );
+                db.rows(&sql).await[0].get::<i32, _>(0).unwrap_or(0) > 0
+            }
+        },
+    )
+    .await
+    .unwrap();
+    // The mark holds rows 1-2 and waits for row 3: a writer inserts and commits at once.
+    let inserted = tokio::time::timeout(QUICK, stash(&store, &records(3, 3)))
+        .await
+        .expect("a writer's insert must not wait for a mark");
+    assert!(!marking.is_finished(), "the mark is still waiting");
+    holder.commit_transaction().await.unwrap();
+    let marked = marking.await.unwrap().unwrap();
+    assert_eq!(
+        ids(&marked),
+        all,
+        "the held row was waited for, not skipped"
+    );
+    assert_eq!(ids(&store.mark(leader, 10).await.unwrap()), inserted);
+    db.cleanup().await;
+}
+
+fn key_of(d: &Decoded, written: &BTreeMap<i64, Option<Vec<u8>>>) -> Option<Vec<u8>> {
+    written[&id_of(d)].clone()
+}
+
+const COUNT: u16 = 8;
+
+/// The documented bucket: the first four bytes of the key's SHA-256, big-endian, mod B; a NULL
+/// key hashes as the empty key.
+fn sha_bucket(key: Option<&[u8]>, count: u16) -> u16 {
+    let digest = Sha256::digest(key.unwrap_or_default());
+    let head = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
+    (head % u32::from(count)) as u16
+}
+
+/// Drains `scope` for `leader` in marks of `batch`, purging each; returns the ids in the
+/// order marked, checking each mark comes back in id order.
+async fn drain(store: &MssqlStore, leader: Uuid, scope: &BucketScope, batch: usize) -> Vec<i64> {
+    let mut all = Vec::new();
+    loop {
+        let got = ids(&store.mark_scoped(leader, batch, scope).await.unwrap());
+        if got.is_empty() {
+            return all;
+        }
+        assert!(got.windows(2).all(|w| w[0] < w[1]), "id order");
+        assert_eq!(
+            store.purge(&got, &[leader]).await.unwrap(),
+            got.len() as u64
+        );
+        all.extend(got);
+    }
+}
+
+#[tokio::test]
+async fn the_layout_guards_scoped_marks_and_the_first_count_stands() {
+    let Some(db) = Db::new("layout").await else {
+        return;
+    };
+    // A table name that needs quoting.
+    let outbox = OutboxConfig {
+        table: TableName::parse(&format!("{}.\"my-out]box\"", db.schema)).unwrap(),
+        ..OutboxConfig::default()
+    };
+    let store = db.store_on(&outbox).await;
+    stash(&store, &records(20, 5)).await;
+    let all = BucketScope::new(COUNT, 0..COUNT);
+    let half = BucketScope::new(COUNT, 0..COUNT / 2);
+    let leader = Uuid::new_v4();
+    assert!(
+        store
+            .mark_scoped(leader, 10, &half)
+            .await
+            .unwrap()
+            .is_empty(),
+        "no layout recorded"
+    );
+    common::contract::layout_guards_scoped_marks(&store, COUNT).await;
+    let other_half = BucketScope::new(COUNT * 2, 0..COUNT);
+    assert!(store
+        .mark_scoped(leader, 10, &other_half)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store.mark_scoped(leader, 100, &all).await.unwrap().len(),
+        20,
+        "a scope of every bucket is the whole table"
+    );
+    let sql = format!(
+        "SELECT recorded_by FROM {}",
+        db.qualified("my-out]box_layout")
+    );
+    assert_eq!(db.rows(&sql).await[0].get::<&str, _>(0), Some("first"));
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn scoped_marks_split_the_rows_by_key_and_buckets_of_agrees() {
+    let Some(db) = Db::new("scopes").await else {
+        return;
+    };
+    let store = db
+        .store_on(&OutboxConfig {
+            require_key: false,
+            ..db.outbox("outbox")
+        })
+        .await;
+    let mut rows = records(400, 40);
+    rows.push(StashRecord {
+        key: None,
+        ..StashRecord::new("t", "", "keyless")
+    });
+    let stashed = stash(&store, &rows).await;
+    let written: BTreeMap<i64, Option<Vec<u8>>> = stashed
+        .iter()
+        .zip(&rows)
+        .map(|(id, r)| (*id, r.key.clone()))
+        .collect();
+    store.record_buckets(COUNT, "test").await.unwrap();
+
+    // One scope per bucket: every row once, each key in one bucket only, and buckets_of names
+    // the bucket the scoped mark took each key in.
+    let mut taken = BTreeSet::new();
+    let mut bucket_of_key: BTreeMap<Option<Vec<u8>>, u16> = BTreeMap::new();
+    for b in 0..COUNT {
+        let scope = BucketScope::new(COUNT, [b]);
+        let leader = Uuid::new_v4();
+        let marked = store.mark_scoped(leader, 1000, &scope).await.unwrap();
+        let keys: Vec<Option<Vec<u8>>> = marked.iter().map(|d| key_of(d, &written)).collect();
+        let computed = store.buckets_of(&keys, COUNT).await.unwrap();
+        assert!(computed.iter().all(|c| *c == b), "bucket {b}: {computed:?}");
+        for (d, key) in marked.iter().zip(keys) {
+            assert!(taken.insert(id_of(d)), "row taken twice");
+            assert_eq!(
+                *bucket_of_key.entry(key).or_insert(b),
+                b,
+                "a key in two buckets"
+            );
+        }
+        store.reset(&ids(&marked), &[leader]).await.unwrap();
+    }
+    assert_eq!(taken.len(), rows.len(), "every row in one bucket");
+    assert!(
+        bucket_of_key.values().collect::<BTreeSet<_>>().len() >= 6,
+        "keys spread"
+    );
+    // The documented hash, computed here.
+    for (key, b) in &bucket_of_key {
+        assert_eq!(*b, sha_bucket(key.as_deref(), COUNT), "{key:?}");
+    }
+    assert_eq!(
+        store.buckets_of(&[], COUNT).await.unwrap(),
+        Vec::<u16>::new()
+    );
+    // More keys than one statement takes, and large keys (over 8000 bytes), in order.
+    let mut many: Vec<Option<Vec<u8>>> = (0..1500)
+        .map(|i| Some(format!("key-{}", i % 40).into_bytes()))
+        .collect();
+    many.push(Some(vec![7u8; 10_000]));
+    many.push(None);
+    let spread = store.buckets_of(&many, COUNT).await.unwrap();
+    assert_eq!(spread.len(), many.len());
+    for (key, b) in many.iter().zip(spread) {
+        assert_eq!(
+            sha_bucket(key.as_deref(), COUNT),
+            b,
+            "in order, across lists"
+        );
+    }
+
+    // Two scopes splitting the buckets, interleaved as two harvesters would: every row once,
+    // no key in both.
+    let (left, right) = (
+        BucketScope::new(COUNT, 0..COUNT / 2),
+        BucketScope::new(COUNT, COUNT / 2..COUNT),
+    );
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    let (mut l_keys, mut r_keys, mut seen) = (BTreeSet::new(), BTreeSet::new(), 0);
+    loop {
+        let l = drain(&store, a, &left, 7).await;
+        let r = drain(&store, b, &right, 7).await;
+        if l.is_empty() && r.is_empty() {
+            break;
+        }
+        seen += l.len() + r.len();
+        l_keys.extend(l.iter().map(|id| written[id].clone()));
+        r_keys.extend(r.iter().map(|id| written[id].clone()));
+    }
+    assert_eq!(seen, rows.len());
+    assert!(l_keys.is_disjoint(&r_keys), "a key in both scopes");
+    assert!(!l_keys.is_empty() && !r_keys.is_empty());
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn concurrent_migrations_do_not_race_and_connect_takes_mssql_urls() {
+    let Some(db) = Db::new("migrate").await else {
+        return;
+    };
+    let outbox = db.outbox("outbox");
+    let database = DatabaseConfig {
+        url: db.url.replacen("sqlserver://", "mssql://", 1),
+        ..db.database()
+    };
+    let store = harvester::store::connect(&database, &outbox).await.unwrap();
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let store = std::sync::Arc::clone(&store);
+            tokio::spawn(async move { store.migrate().await })
+        })
+        .collect();
+    for run in runs {
+        run.await.unwrap().unwrap();
+    }
+    store.migrate().await.unwrap();
+    let sql = format!(
+        "SELECT version, name FROM {} ORDER BY version",
+        db.qualified("outbox_migrations")
+    );
+    let ledger: Vec<(i32, String)> = db
+        .rows(&sql)
+        .await
+        .iter()
+        .map(|r| (r.get(0).unwrap(), r.get::<&str, _>(1).unwrap().to_owned()))
+        .collect();
+    assert_eq!(
+        ledger,
+        vec![
+            (1, "outbox".into()),
+            (2, "quarantine".into()),
+            (3, "layout".into())
+        ]
+    );
+    assert_eq!(store.backlog().await.unwrap().rows, 0);
+    db.cleanup().await;
+}
