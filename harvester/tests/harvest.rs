@@ -3,7 +3,8 @@
 //! key; duplicates printed. Each scenario runs once per backend (`postgres::one_writer`,
 //! `mariadb::one_writer`, ...): the pipeline is the same, the stores differ (Postgres marks with
 //! `UPDATE ... RETURNING` and wakes on NOTIFY; MariaDB marks in short READ COMMITTED
-//! transactions and polls).
+//! transactions and polls; SQL Server, where `MSSQL_URL` is set, picks from committed row
+//! versions, escrows with `UPDATE ... OUTPUT` and polls).
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! Row-level guarantees: stale leaders cannot touch re-marked rows, bad input goes to the
 //! quarantine with its reason while other keys flow (those two end to end on every backend:
-//! `postgres::...`, `mariadb::...`), and a goharvest table is harvested unchanged (Postgres).
+//! `postgres::...`, `mariadb::...`, `mssql::...`), and a goharvest table is harvested unchanged (Postgres).
 
 mod common;
 

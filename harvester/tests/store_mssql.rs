@@ -10,8 +10,8 @@
 //!
 //! Without `MSSQL_URL` every test prints one line and passes: no SQL Server runs where this was
 //! written. The database must be a scratch one: the suite turns its READ_COMMITTED_SNAPSHOT on
-//! if it is off (which ends the database's other sessions), and leaves a schema per test behind
-//! when a test fails.
+//! if it is off (which ends the database's other sessions). Each test's schema is dropped when
+//! it ends, passed or failed (`common::mssql`).
 #![cfg(feature = "mssql")]
 
 mod common;
@@ -19,87 +19,44 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use common::mssql::{self, TestMssql};
 use harvester::outbox::{Decoded, StashRecord, TableName};
-use harvester::store::mssql::{guid_bytes, Client, MssqlStore, Pool};
+use harvester::store::mssql::{guid_bytes, Client, MssqlStore};
 use harvester::store::{BucketScope, DatabaseConfig, OutboxConfig, OutboxStore};
-use rand::Rng;
 use sha2::{Digest, Sha256};
 use testkit::wait_for;
-use tiberius::{Query, Row};
 use uuid::Uuid;
 
 /// Whatever must not wait for a lock finishes within this.
 const QUICK: Duration = Duration::from_secs(3);
 
-const SKIPPED: &str = "skipped: MSSQL_URL is not set (no SQL Server on this machine); set it to \
-                       sqlserver://user:pass@host:1433/db to run this suite";
+/// A test's schema in the `MSSQL_URL` database (`common::mssql`), with the store suite's
+/// helpers.
+struct Db(TestMssql);
 
-/// A test's schema in the `MSSQL_URL` database.
-struct Db {
-    url: String,
-    schema: String,
-    /// For the tests' own statements.
-    pool: Pool,
+impl std::ops::Deref for Db {
+    type Target = TestMssql;
+
+    fn deref(&self) -> &TestMssql {
+        &self.0
+    }
 }
-
-/// Turns READ_COMMITTED_SNAPSHOT on in the test database, once per run, if it is off.
-static ROW_VERSIONING: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
 
 impl Db {
     /// `None` (after printing why) when `MSSQL_URL` is not set.
     async fn new(prefix: &str) -> Option<Db> {
-        let Ok(url) = std::env::var("MSSQL_URL") else {
-            println!("{SKIPPED}");
+        let Some(db) = TestMssql::new(prefix).await else {
+            println!("skipped: {}", mssql::UNSET);
             return None;
         };
-        testkit::init_tracing();
-        let database = DatabaseConfig {
-            url: url.clone(),
-            max_connections: 4,
-            ..DatabaseConfig::default()
-        };
-        let pool = harvester::store::mssql::connect_pool(&database)
-            .await
-            .unwrap();
-        ROW_VERSIONING
-            .get_or_init(|| async {
-                let on = rows(&pool, "SELECT CAST(is_read_committed_snapshot_on AS INT) FROM sys.databases WHERE database_id = DB_ID()").await;
-                if on[0].get::<i32, _>(0) != Some(1) {
-                    println!("turning READ_COMMITTED_SNAPSHOT on in the test database");
-                    let mut client = pool.open_client().await.unwrap();
-                    client
-                        .simple_query("ALTER DATABASE CURRENT SET READ_COMMITTED_SNAPSHOT ON WITH ROLLBACK IMMEDIATE")
-                        .await
-                        .unwrap()
-                        .into_results()
-                        .await
-                        .unwrap();
-                }
-            })
-            .await;
-        let suffix: u32 = rand::thread_rng().gen();
-        let schema = format!("h_{prefix}_{suffix:08x}");
-        Some(Db { url, schema, pool })
-    }
-
-    fn database(&self) -> DatabaseConfig {
-        DatabaseConfig {
-            url: self.url.clone(),
-            max_connections: 4,
-            ..DatabaseConfig::default()
-        }
+        Some(Db(db))
     }
 
     fn outbox(&self, table: &str) -> OutboxConfig {
         OutboxConfig {
-            table: TableName::parse(&format!("{}.{table}", self.schema)).unwrap(),
+            table: self.table(table),
             ..OutboxConfig::default()
         }
-    }
-
-    /// `[schema].[table]`.
-    fn qualified(&self, table: &str) -> String {
-        format!("[{}].[{}]", self.schema, table.replace(']', "]]"))
     }
 
     /// A store on a pool of its own, migrated.
@@ -113,13 +70,8 @@ impl Db {
         self.store_on(&self.outbox("outbox")).await
     }
 
-    async fn rows(&self, sql: &str) -> Vec<Row> {
-        rows(&self.pool, sql).await
-    }
-
     async fn count(&self, table: &str) -> i64 {
-        let sql = format!("SELECT COUNT_BIG(*) FROM {}", self.qualified(table));
-        self.rows(&sql).await[0].get::<i64, _>(0).unwrap()
+        self.0.count(&self.table(table)).await
     }
 
     async fn leaders(&self) -> Vec<Option<Uuid>> {
@@ -132,24 +84,8 @@ impl Db {
 
     /// Drops the test's tables and schema.
     async fn cleanup(self) {
-        let sql = "DECLARE @sql NVARCHAR(MAX) = N''; \
-                   SELECT @sql += N'DROP TABLE ' + QUOTENAME(s.name) + N'.' + QUOTENAME(t.name) + N'; ' \
-                   FROM sys.tables AS t JOIN sys.schemas AS s ON s.schema_id = t.schema_id \
-                   WHERE s.name = @P1; \
-                   SET @sql += N'DROP SCHEMA ' + QUOTENAME(@P1) + N';'; \
-                   EXEC (@sql);";
-        let mut query = Query::new(sql);
-        query.bind(self.schema.as_str());
-        let mut conn = self.pool.acquire().await.unwrap();
-        conn.execute("drop the test schema", query).await.unwrap();
+        self.0.close().await
     }
-}
-
-async fn rows(pool: &Pool, sql: &str) -> Vec<Row> {
-    let mut conn = pool.acquire().await.unwrap();
-    conn.rows("run a test query", Query::new(sql))
-        .await
-        .unwrap()
 }
 
 fn records(n: usize, keys: usize) -> Vec<StashRecord> {

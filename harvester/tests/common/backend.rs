@@ -4,9 +4,9 @@
 //!
 //! A scenario is written once as `async fn scenario(backend: Backend)`, and
 //! [`on_every_backend!`](crate::on_every_backend) makes one `#[tokio::test]` of it per backend,
-//! named after it (`postgres::one_writer`, `mariadb::one_writer`).
+//! named after it (`postgres::one_writer`, `mariadb::one_writer`, `mssql::one_writer`).
 //!
-//! Adding a backend (SQL Server, feature `mssql`, `MSSQL_URL`, is the next one):
+//! Adding a backend (SQL Server, feature `mssql`, `MSSQL_URL`, was the last one):
 //! 1. a variant of [`Backend`], with [`Backend::unavailable`] saying why its tests skip when
 //!    its server is not configured (`MSSQL_URL` unset);
 //! 2. a variant of [`Db`] (its test database), [`Writer`] and [`Tx`], and an arm in each `match`
@@ -15,25 +15,29 @@
 //!
 //! Postgres and MariaDB are always expected: `scripts/services.sh up` provides both, and a test
 //! fails (naming the URL and how to start the server) when one does not answer, as testkit's
-//! `TestDb` and `TestMariaDb` report it.
+//! `TestDb` and `TestMariaDb` report it. SQL Server runs only where `MSSQL_URL` is set (a
+//! scratch database: see `mssql.rs`); elsewhere its tests print one `skipped: ...` line and pass.
 
 use std::time::Duration;
 
 use harvester::config::Limits;
 use harvester::outbox::{StashRecord, TableName};
+use harvester::store::mssql::{self as store_mssql, Client, Pool};
 use harvester::store::{mariadb, postgres, OutboxConfig};
 use sqlx::{MySql, MySqlPool, PgPool, Postgres};
 use testkit::mariadb::TestMariaDb;
 use testkit::TestDb;
 use uuid::Uuid;
 
+use super::mssql::{self, TestMssql};
+
 /// A database backend of the harvester.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Postgres,
     MariaDb,
-    // Mssql: SQL Server, when its store (feature `mssql`) is in; skipped while `MSSQL_URL` is
-    // unset. See the module docs for the rest of the list.
+    /// SQL Server (feature `mssql`): skipped while `MSSQL_URL` is unset.
+    Mssql,
 }
 
 impl Backend {
@@ -41,6 +45,7 @@ impl Backend {
         match self {
             Backend::Postgres => "postgres",
             Backend::MariaDb => "mariadb",
+            Backend::Mssql => "mssql",
         }
     }
 
@@ -49,6 +54,7 @@ impl Backend {
     pub fn unavailable(self) -> Option<String> {
         match self {
             Backend::Postgres | Backend::MariaDb => None,
+            Backend::Mssql => mssql::url().is_none().then(|| mssql::UNSET.to_owned()),
         }
     }
 
@@ -58,6 +64,7 @@ impl Backend {
         match self {
             Backend::Postgres => "",
             Backend::MariaDb => "mdb",
+            Backend::Mssql => "ms",
         }
     }
 
@@ -67,7 +74,9 @@ impl Backend {
     pub fn adjust(self, limits: &mut Limits) {
         match self {
             Backend::Postgres => {}
-            Backend::MariaDb => limits.idle_poll_interval = Duration::from_millis(100),
+            Backend::MariaDb | Backend::Mssql => {
+                limits.idle_poll_interval = Duration::from_millis(100)
+            }
         }
     }
 }
@@ -86,13 +95,14 @@ where
 }
 
 /// One `#[tokio::test]` per backend for each named scenario (an `async fn(Backend)` of the
-/// test file): `postgres::<scenario>` and `mariadb::<scenario>`.
+/// test file): `postgres::<scenario>`, `mariadb::<scenario>` and `mssql::<scenario>` (which
+/// prints one `skipped: ...` line and passes where `MSSQL_URL` is unset).
 #[macro_export]
 macro_rules! on_every_backend {
     ($($scenario:ident),+ $(,)?) => {
         $crate::on_backend!(postgres, Postgres, $($scenario),+);
         $crate::on_backend!(mariadb, MariaDb, $($scenario),+);
-        // SQL Server: $crate::on_backend!(mssql, Mssql, $($scenario),+);
+        $crate::on_backend!(mssql, Mssql, $($scenario),+);
     };
 }
 
@@ -115,11 +125,16 @@ macro_rules! on_backend {
     };
 }
 
-/// A test's own database: a Postgres schema or a MariaDB database, dropped with the value.
+/// A test's own database: a Postgres schema, a MariaDB database or a SQL Server schema,
+/// dropped with the value.
+// `Db::MariaDb` ends with the enum's name, which clippy flags from three variants on: it names
+// the database, as `Backend::MariaDb` does.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug)]
 pub enum Db {
     Postgres(TestDb),
     MariaDb(TestMariaDb),
+    Mssql(TestMssql),
 }
 
 impl Db {
@@ -128,6 +143,11 @@ impl Db {
         match backend {
             Backend::Postgres => Db::Postgres(TestDb::new(&prefix).await.unwrap()),
             Backend::MariaDb => Db::MariaDb(TestMariaDb::new(&prefix).await.unwrap()),
+            Backend::Mssql => Db::Mssql(
+                TestMssql::new(&prefix)
+                    .await
+                    .expect("MSSQL_URL is set (Backend::unavailable is checked first)"),
+            ),
         }
     }
 
@@ -135,6 +155,7 @@ impl Db {
         match self {
             Db::Postgres(_) => Backend::Postgres,
             Db::MariaDb(_) => Backend::MariaDb,
+            Db::Mssql(_) => Backend::Mssql,
         }
     }
 
@@ -147,11 +168,12 @@ impl Db {
     }
 
     /// `database.url`: MariaDB's through the `mariadb://` scheme (the store takes it as well
-    /// as `mysql://`; the store-level suite uses the latter).
+    /// as `mysql://`; the store-level suite uses the latter); SQL Server's `MSSQL_URL` as it is.
     pub fn url(&self) -> String {
         match self {
             Db::Postgres(db) => db.url().to_owned(),
             Db::MariaDb(db) => db.url().replacen("mysql://", "mariadb://", 1),
+            Db::Mssql(db) => db.url.clone(),
         }
     }
 
@@ -160,6 +182,7 @@ impl Db {
         let namespace = match self {
             Db::Postgres(db) => &db.schema,
             Db::MariaDb(db) => &db.database,
+            Db::Mssql(db) => &db.schema,
         };
         TableName::parse(&format!("{namespace}.outbox")).unwrap()
     }
@@ -172,6 +195,7 @@ impl Db {
                 Some(s) => format!("`{s}`.`{}`", table.table),
                 None => format!("`{}`", table.table),
             },
+            Db::Mssql(_) => mssql::quoted(table),
         }
     }
 
@@ -184,6 +208,9 @@ impl Db {
             Db::MariaDb(db) => {
                 mariadb::migrate(&db.pool, &outbox.table, &outbox.quarantine()).await
             }
+            Db::Mssql(db) => {
+                store_mssql::migrate(&db.pool, &outbox.table, &outbox.quarantine()).await
+            }
         }
         .unwrap()
     }
@@ -193,6 +220,7 @@ impl Db {
         match self {
             Db::Postgres(db) => Writer::Postgres(db.pool.clone(), postgres::Stasher::new(table)),
             Db::MariaDb(db) => Writer::MariaDb(db.pool.clone(), mariadb::Stasher::new(table)),
+            Db::Mssql(db) => Writer::Mssql(db.pool.clone(), store_mssql::Stasher::new(table)),
         }
     }
 
@@ -202,6 +230,7 @@ impl Db {
         match self {
             Db::Postgres(db) => sqlx::query_scalar(&sql).fetch_one(&db.pool).await,
             Db::MariaDb(db) => sqlx::query_scalar(&sql).fetch_one(&db.pool).await,
+            Db::Mssql(db) => Ok(db.count(table).await),
         }
         .unwrap()
     }
@@ -212,12 +241,13 @@ impl Db {
         match self {
             Db::Postgres(db) => sqlx::query_scalar(&sql).fetch_all(&db.pool).await,
             Db::MariaDb(db) => sqlx::query_scalar(&sql).fetch_all(&db.pool).await,
+            Db::Mssql(db) => Ok(db.ids(table).await),
         }
         .unwrap()
     }
 
     /// How many rows of `table` are marked by `leader` (a `UUID` column on Postgres, its 16
-    /// bytes on MariaDB: sqlx binds a `Uuid` as either).
+    /// bytes on MariaDB: sqlx binds a `Uuid` as either; a `UNIQUEIDENTIFIER` on SQL Server).
     pub async fn marked_by(&self, table: &TableName, leader: Uuid) -> i64 {
         let quoted = self.quoted(table);
         match self {
@@ -237,6 +267,7 @@ impl Db {
                 .fetch_one(&db.pool)
                 .await
             }
+            Db::Mssql(db) => Ok(db.marked_by(table, leader).await),
         }
         .unwrap()
     }
@@ -250,16 +281,20 @@ impl Db {
         match self {
             Db::Postgres(db) => sqlx::query_as(&sql).fetch_all(&db.pool).await,
             Db::MariaDb(db) => sqlx::query_as(&sql).fetch_all(&db.pool).await,
+            Db::Mssql(db) => Ok(db.quarantined(quarantine).await),
         }
         .unwrap()
     }
 }
 
-/// Stashes records in transactions of the test's, as an application would.
+/// Stashes records in transactions of the test's, as an application would (on SQL Server, on a
+/// connection of its own per transaction: tiberius has no transaction object, a transaction is
+/// the state of a client).
 #[derive(Debug, Clone)]
 pub enum Writer {
     Postgres(PgPool, postgres::Stasher),
     MariaDb(MySqlPool, mariadb::Stasher),
+    Mssql(Pool, store_mssql::Stasher),
 }
 
 impl Writer {
@@ -267,6 +302,11 @@ impl Writer {
         match self {
             Writer::Postgres(pool, s) => Tx::Postgres(pool.begin().await.unwrap(), s.clone()),
             Writer::MariaDb(pool, s) => Tx::MariaDb(pool.begin().await.unwrap(), s.clone()),
+            Writer::Mssql(pool, s) => {
+                let mut client = Box::new(pool.open_client().await.unwrap());
+                client.begin_transaction().await.unwrap();
+                Tx::Mssql(client, s.clone())
+            }
         }
     }
 
@@ -279,10 +319,12 @@ impl Writer {
     }
 }
 
-/// An open transaction of a [`Writer`].
+/// An open transaction of a [`Writer`] (dropped open: rolled back).
 pub enum Tx {
     Postgres(sqlx::Transaction<'static, Postgres>, postgres::Stasher),
     MariaDb(sqlx::Transaction<'static, MySql>, mariadb::Stasher),
+    /// A client of its own in a transaction; closing it rolls the transaction back.
+    Mssql(Box<Client>, store_mssql::Stasher),
 }
 
 impl Tx {
@@ -291,23 +333,24 @@ impl Tx {
         match self {
             Tx::Postgres(tx, s) => s.stash_batch(tx, records).await,
             Tx::MariaDb(tx, s) => s.stash_batch(tx, records).await,
+            Tx::Mssql(client, s) => s.stash_batch(&mut **client, records).await,
         }
         .unwrap()
     }
 
     pub async fn commit(self) {
         match self {
-            Tx::Postgres(tx, _) => tx.commit().await,
-            Tx::MariaDb(tx, _) => tx.commit().await,
+            Tx::Postgres(tx, _) => tx.commit().await.unwrap(),
+            Tx::MariaDb(tx, _) => tx.commit().await.unwrap(),
+            Tx::Mssql(mut client, _) => client.commit_transaction().await.unwrap(),
         }
-        .unwrap()
     }
 
     pub async fn rollback(self) {
         match self {
-            Tx::Postgres(tx, _) => tx.rollback().await,
-            Tx::MariaDb(tx, _) => tx.rollback().await,
+            Tx::Postgres(tx, _) => tx.rollback().await.unwrap(),
+            Tx::MariaDb(tx, _) => tx.rollback().await.unwrap(),
+            Tx::Mssql(mut client, _) => client.rollback_transaction().await.unwrap(),
         }
-        .unwrap()
     }
 }

@@ -7,6 +7,8 @@
 //! larger than the producer's `message.max.bytes` is written with the `Stasher` (it is a valid
 //! row) and quarantined when its delivery fails permanently.
 
+use tiberius::Query;
+
 use super::backend::{Backend, Db};
 use super::World;
 
@@ -19,27 +21,32 @@ pub enum Bad {
     NullKey,
     /// An empty topic.
     EmptyTopic,
-    /// MariaDB: `header_keys` is JSON but not an array of strings.
+    /// MariaDB, SQL Server: `header_keys` is JSON but not an array of strings.
     HeaderKeysNotStrings,
-    /// MariaDB: `header_values` is JSON but not an array of strings.
+    /// MariaDB, SQL Server: `header_values` is JSON but not an array of strings.
     HeaderValuesNotStrings,
-    /// MariaDB: a header value that is not base64.
+    /// MariaDB, SQL Server: a header value that is not base64.
     HeaderValueNotBase64,
+    /// SQL Server: `header_keys` is not JSON at all (its `NVARCHAR(MAX)` holds any text).
+    HeaderKeysNotJson,
 }
 
 impl Bad {
     /// The malformed rows `backend`'s table can hold. Postgres's typed arrays (`TEXT[]`,
     /// `BYTEA[]`) cannot hold the JSON or base64 faults; MariaDB's JSON columns cannot hold text
     /// that is not JSON at all (their `CHECK (json_valid(...))` refuses it: see
-    /// [`World::insert_header_text`]).
+    /// [`World::insert_header_text`]); SQL Server's `NVARCHAR(MAX)` header columns hold anything.
     pub fn on(backend: Backend) -> Vec<Bad> {
         let mut all = vec![Bad::HeaderLengths, Bad::NullKey, Bad::EmptyTopic];
-        if backend == Backend::MariaDb {
+        if matches!(backend, Backend::MariaDb | Backend::Mssql) {
             all.extend([
                 Bad::HeaderKeysNotStrings,
                 Bad::HeaderValuesNotStrings,
                 Bad::HeaderValueNotBase64,
             ]);
+        }
+        if backend == Backend::Mssql {
+            all.push(Bad::HeaderKeysNotJson);
         }
         all
     }
@@ -53,6 +60,20 @@ impl Bad {
             Bad::HeaderKeysNotStrings => "header_keys is not a JSON array of strings",
             Bad::HeaderValuesNotStrings => "header_values is not a JSON array of strings",
             Bad::HeaderValueNotBase64 => "header value 0 is not base64",
+            Bad::HeaderKeysNotJson => "header_keys is not a JSON array of strings",
+        }
+    }
+
+    /// The two JSON header columns' text for a backend that keeps headers as JSON (MariaDB,
+    /// SQL Server).
+    fn header_text(self) -> (&'static str, &'static str) {
+        match self {
+            Bad::HeaderLengths => (r#"["a","b"]"#, r#"["AQ=="]"#),
+            Bad::NullKey | Bad::EmptyTopic => ("[]", "[]"),
+            Bad::HeaderKeysNotStrings => (r#"{"a":1}"#, "[]"),
+            Bad::HeaderValuesNotStrings => (r#"["a"]"#, "[1]"),
+            Bad::HeaderValueNotBase64 => (r#"["a"]"#, r#"["@@@@"]"#),
+            Bad::HeaderKeysNotJson => ("not json", "[]"),
         }
     }
 }
@@ -88,16 +109,22 @@ impl World {
                 .unwrap()
             }
             Db::MariaDb(_) => {
-                let (names, values) = match bad {
-                    Bad::HeaderLengths => (r#"["a","b"]"#, r#"["AQ=="]"#),
-                    Bad::NullKey | Bad::EmptyTopic => ("[]", "[]"),
-                    Bad::HeaderKeysNotStrings => (r#"{"a":1}"#, "[]"),
-                    Bad::HeaderValuesNotStrings => (r#"["a"]"#, "[1]"),
-                    Bad::HeaderValueNotBase64 => (r#"["a"]"#, r#"["@@@@"]"#),
-                };
+                let (names, values) = bad.header_text();
                 self.insert_mariadb_row(topic, key, names, values)
                     .await
                     .unwrap()
+            }
+            Db::Mssql(db) => {
+                let (names, values) = bad.header_text();
+                let mut query = Query::new(format!(
+                    "INSERT INTO {table} (topic, kafka_key, kafka_value, header_keys, header_values) \
+                     OUTPUT inserted.id VALUES (@P1, @P2, 0x76, @P3, @P4)"
+                ));
+                query.bind(topic.to_owned());
+                query.bind(key);
+                query.bind(names);
+                query.bind(values);
+                db.query(query).await[0].get::<i64, _>(0).unwrap()
             }
         }
     }

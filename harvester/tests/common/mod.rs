@@ -7,6 +7,7 @@ pub mod backend;
 pub mod bad_rows;
 pub mod contract;
 pub mod held;
+pub mod mssql;
 pub mod reaper;
 
 use std::sync::Arc;
