@@ -246,11 +246,8 @@ impl Shard {
             Failure::Permanent => true,
             Failure::Suspect => attempts >= self.ctx.limits.max_delivery_attempts,
             Failure::Transient => {
-                if let Some((failing, failures)) = self.stall.failure(Instant::now()) {
-                    return Err(Error::Pipeline(format!(
-                        "shard {}: no delivery succeeded for {failing:?} ({failures} failures in a row, the last: {error}); replacing the producer",
-                        self.producer.shard
-                    )));
+                if let Some((failing, failures)) = self.stall.failure(Instant::now(), error) {
+                    return Err(self.stuck(failing, failures));
                 }
                 false
             }
@@ -329,7 +326,19 @@ impl Shard {
         Ok(())
     }
 
+    /// The error that stops the pipeline when this shard's producer is stuck (see `stall`).
+    fn stuck(&self, failing: Duration, failures: u32) -> Error {
+        Error::Pipeline(format!(
+            "shard {}: no delivery succeeded for {failing:?} ({failures} failures in a row, the last: {}); replacing the producer",
+            self.producer.shard,
+            self.stall.last()
+        ))
+    }
+
     async fn on_tick(&mut self, draining: bool) -> Result<()> {
+        if let Some((failing, failures)) = self.stall.stuck(Instant::now()) {
+            return Err(self.stuck(failing, failures));
+        }
         let queued = i64::from(self.producer.queue_len());
         self.ctx
             .stats

@@ -21,6 +21,8 @@ pub struct Stall {
     limit: Duration,
     since: Option<Instant>,
     failures: u32,
+    /// The last failure, for the message that gives the producer up.
+    last: String,
 }
 
 impl Stall {
@@ -29,6 +31,7 @@ impl Stall {
             limit,
             since: None,
             failures: 0,
+            last: String::new(),
         }
     }
 
@@ -38,12 +41,29 @@ impl Stall {
         self.failures = 0;
     }
 
-    /// A delivery failed transiently at `now`; returns how long and how often deliveries have
-    /// failed without a success when that makes the producer stuck.
-    pub fn failure(&mut self, now: Instant) -> Option<(Duration, u32)> {
-        let since = *self.since.get_or_insert(now);
+    /// A delivery failed transiently at `now`; returns what [`Stall::stuck`] says then.
+    pub fn failure(
+        &mut self,
+        now: Instant,
+        error: &dyn std::fmt::Display,
+    ) -> Option<(Duration, u32)> {
+        self.since.get_or_insert(now);
         self.failures += 1;
-        let failing = now.saturating_duration_since(since);
+        self.last = error.to_string();
+        self.stuck(now)
+    }
+
+    /// The last failure's error.
+    pub fn last(&self) -> &str {
+        &self.last
+    }
+
+    /// How long and how often deliveries have failed without a success, when that makes the
+    /// producer stuck at `now`. Asked on every failure and on the shard's tick as well: a stuck
+    /// producer may stop failing without succeeding (its messages held in librdkafka, its keys
+    /// waiting for their reset rows), and waiting for the next failure would wait for nothing.
+    pub fn stuck(&self, now: Instant) -> Option<(Duration, u32)> {
+        let failing = now.saturating_duration_since(self.since?);
         (self.failures >= MIN_FAILURES && failing >= self.limit).then_some((failing, self.failures))
     }
 }
@@ -57,21 +77,37 @@ mod tests {
         let t0 = Instant::now();
         let s = Duration::from_secs;
         let mut stall = Stall::new(s(10));
-        assert_eq!(stall.failure(t0), None);
+        assert_eq!(stall.failure(t0, &"e"), None);
         assert_eq!(
-            stall.failure(t0 + s(11)),
+            stall.failure(t0 + s(11), &"e"),
             None,
             "two failures are not enough"
         );
-        assert_eq!(stall.failure(t0 + s(12)), Some((s(12), 3)));
+        assert_eq!(stall.failure(t0 + s(12), &"timed out"), Some((s(12), 3)));
+        assert_eq!(stall.last(), "timed out");
         stall.success();
-        assert_eq!(stall.failure(t0 + s(20)), None);
-        assert_eq!(stall.failure(t0 + s(21)), None);
+        assert_eq!(stall.failure(t0 + s(20), &"e"), None);
+        assert_eq!(stall.failure(t0 + s(21), &"e"), None);
         assert_eq!(
-            stall.failure(t0 + s(22)),
+            stall.failure(t0 + s(22), &"e"),
             None,
             "counted from the first failure after the success"
         );
-        assert_eq!(stall.failure(t0 + s(30)), Some((s(10), 4)));
+        assert_eq!(stall.failure(t0 + s(30), &"e"), Some((s(10), 4)));
+    }
+
+    #[test]
+    fn stuck_without_a_further_failure_once_the_limit_passes() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut stall = Stall::new(s(10));
+        assert_eq!(stall.stuck(t0 + s(60)), None, "no failure: not stuck");
+        for i in 0..3 {
+            assert_eq!(stall.failure(t0 + s(i), &"e"), None);
+        }
+        assert_eq!(stall.stuck(t0 + s(9)), None);
+        assert_eq!(stall.stuck(t0 + s(10)), Some((s(10), 3)));
+        stall.success();
+        assert_eq!(stall.stuck(t0 + s(60)), None);
     }
 }
