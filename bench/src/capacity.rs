@@ -38,9 +38,10 @@ pub fn section(runs: &[RunResult], skipped: &[String]) -> String {
     if d.len() < 2 && skipped.is_empty() {
         return String::new();
     }
-    let mut s = String::from(
+    let db = crate::run::cpu::label(runs.first().map(|r| r.cpu.database).unwrap_or_default());
+    let mut s = format!(
         "\n## Capacity: the same drain at each size\n\n\
-         | scenario | rows | rec/s | × smallest | verdict | bound by | harvester µs/rec | broker µs/rec | postgres µs/rec | WAL B/rec | duplicates | table MiB after | indexes MiB after | autovacuums |\n\
+         | scenario | rows | rec/s | × smallest | verdict | bound by | harvester µs/rec | broker µs/rec | {db} µs/rec | WAL B/rec | duplicates | table MiB after | indexes MiB after | autovacuums |\n\
          |---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let base = d.first().and_then(|r| r.drain_records_per_s);

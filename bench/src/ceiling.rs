@@ -2,28 +2,26 @@
 //! ratios: the noise of a shared machine moves both sides together.
 //!
 //! - **DB-only**: the harvester's own mark and purge statements (same SQL, same batch size) in
-//!   a tight sequential loop over a pre-filled table, no Kafka.
+//!   a tight sequential loop over a pre-filled table, no Kafka: the store of the run's backend
+//!   (Postgres or MariaDB), so each backend's drain reads against its own ceiling.
 //! - **Producer-only**: an idempotent producer (the harvester's forced setting) sending records
 //!   of the same size to the same broker, as fast as delivery reports come back.
-//! - **Writers**: the scenario's writers in closed loop, no harvester; `rate_share` scenarios
-//!   run at a share of it.
+//! - **Writers**: the scenario's writers in closed loop, no harvester, into the run's backend;
+//!   `rate_share` scenarios run at a share of it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harvester::outbox::{Shape, TableName};
-use harvester::store::postgres::{migrate, PgStore};
-use harvester::store::{OutboxConfig, OutboxStore};
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::ClientContext;
 use serde::{Deserialize, Serialize};
-use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use workloads::prefill::{prefill, Backlog};
 use workloads::{Ledger, Mode, WriterConfig, WriterPool};
 
+use crate::run::setup::Ground;
 use crate::BenchError;
 
 /// One measured ceiling.
@@ -45,28 +43,22 @@ impl Ceiling {
     }
 }
 
-async fn scratch_table(pool: &PgPool, schema: &str, name: &str) -> Result<TableName, BenchError> {
-    let table = TableName::parse(&format!("{schema}.{name}")).map_err(BenchError::Run)?;
-    migrate(pool, &table, &table.sibling("_quarantine"), Shape::Native).await?;
-    Ok(table)
-}
-
-/// Mark + purge `rows` pre-filled rows, `batch` per mark, sequentially.
+/// Mark + purge `rows` pre-filled rows, `batch` per mark, sequentially, in a scratch table of
+/// `ground`.
 pub async fn db_mark_purge(
-    pool: &PgPool,
-    schema: &str,
+    ground: &Ground,
     rows: u64,
     batch: usize,
     value_bytes: usize,
 ) -> Result<Ceiling, BenchError> {
-    let table = scratch_table(pool, schema, "ceiling_db").await?;
+    let table = ground.scratch_table("ceiling_db").await?;
     let backlog = Backlog {
         rows,
         keys: 1000,
         value_bytes,
     };
     prefill(
-        pool,
+        ground.db.clone(),
         &table,
         "ceiling",
         "ceiling",
@@ -74,14 +66,8 @@ pub async fn db_mark_purge(
         &Arc::new(Ledger::new()),
     )
     .await?;
-    // The harvester's own store (its probe, floor and statements) on the bench's pool.
-    let store = PgStore::on(
-        pool.clone(),
-        &OutboxConfig {
-            table: table.clone(),
-            ..OutboxConfig::default()
-        },
-    );
+    // The harvester's own store (its probe, floor and statements).
+    let store = ground.store(&table).await?;
     let generation = uuid::Uuid::new_v4();
     let started = Instant::now();
     let mut done = 0u64;
@@ -200,14 +186,13 @@ pub async fn producer(
     .map_err(|e| BenchError::Run(format!("the producer ceiling thread failed: {e}")))?
 }
 
-/// The writers of `config` in closed loop for `duration`, into a scratch table.
+/// The writers of `config` in closed loop for `duration`, into a scratch table of `ground`.
 pub async fn writers(
-    pool: &PgPool,
-    schema: &str,
+    ground: &Ground,
     config: &WriterConfig,
     duration: Duration,
 ) -> Result<Ceiling, BenchError> {
-    let table = scratch_table(pool, schema, "ceiling_writers").await?;
+    let table = ground.scratch_table("ceiling_writers").await?;
     let closed = WriterConfig {
         mode: Mode::Closed,
         rollback_ratio: 0.0,
@@ -216,7 +201,7 @@ pub async fn writers(
     };
     let pool_w = Arc::new(WriterPool::new(
         closed,
-        pool.clone(),
+        ground.db.clone(),
         &table,
         "ceiling",
         "ceiling",
@@ -232,10 +217,7 @@ pub async fn writers(
     };
     let stats = pool_w.run(stop, None).await?;
     timer.abort();
-    sqlx::query(&format!("TRUNCATE {}", table.quoted()))
-        .execute(pool)
-        .await
-        .map_err(BenchError::db("truncate the writers' scratch table"))?;
+    ground.truncate(&table).await?;
     Ok(Ceiling::new(
         stats.committed,
         Duration::from_secs_f64(stats.elapsed_seconds),

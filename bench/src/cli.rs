@@ -1,10 +1,17 @@
 //! What the `bench` binary does, as library functions: resolve scenarios, measure the ceilings,
 //! run every scenario, and write JSON lines, plots and the Markdown summary.
+//!
+//! The database URL's scheme picks the backend: `postgres://` (the default, `DATABASE_URL` or
+//! the local server), or `mysql://` / `mariadb://` for MariaDB/MySQL. Each backend's ceilings
+//! are its own (its store's mark and purge, its writers), its server's settings go in the
+//! provenance, and scenarios that only make sense on Postgres are skipped on MariaDB with a
+//! line saying why.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use testkit::Broker;
+use workloads::Backend;
 
 use crate::plot::{line_chart, Series};
 use crate::report::{append_json, markdown, Ceilings, Provenance, RunResult};
@@ -22,6 +29,8 @@ pub struct RunOptions {
     pub set: Vec<String>,
     pub scale: f64,
     pub brokers: Option<String>,
+    /// `postgres://...` (default: `DATABASE_URL` or the local server) or `mysql://...` /
+    /// `mariadb://...`.
     pub database_url: Option<String>,
     pub reaper: Option<PathBuf>,
     pub out: PathBuf,
@@ -147,30 +156,44 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
             reaper.display()
         )));
     }
+    let backend = Backend::of(&database_url).map_err(|e| bad(e.to_string()))?;
     std::fs::create_dir_all(&o.out)
         .map_err(BenchError::io(format!("create {}", o.out.display())))?;
     let run_id = chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string();
     let jsonl = o.out.join(format!("{run_id}.jsonl"));
-    let pool = sqlx::PgPool::connect(&database_url)
-        .await
-        .map_err(BenchError::db(format!("connect to {database_url}")))?;
-    let switch = crate::pg::AutovacuumSwitch::apply(&pool, o.autovacuum).await?;
-    let mut pg_settings = crate::pg::settings(&pool).await?;
-    pg_settings.autovacuum_note = switch.note.clone();
-    if let Some(w) = pg_settings.autovacuum_warning() {
-        eprintln!("bench: {w}");
-    }
-    let provenance = Provenance::detect(
-        &run_id,
-        &match broker.embedded() {
-            Some(_) => format!("embedded librdkafka mock cluster at {}", broker.bootstrap()),
-            None => format!("external cluster at {}", broker.bootstrap()),
-        },
-        pg_settings,
-    );
+    let broker_text = match broker.embedded() {
+        Some(_) => format!("embedded librdkafka mock cluster at {}", broker.bootstrap()),
+        None => format!("external cluster at {}", broker.bootstrap()),
+    };
+    let (provenance, autovacuum) = match backend {
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(&database_url)
+                .await
+                .map_err(BenchError::db(format!("connect to {database_url}")))?;
+            let switch = crate::pg::AutovacuumSwitch::apply(&pool, o.autovacuum).await?;
+            let mut pg_settings = crate::pg::settings(&pool).await?;
+            pg_settings.autovacuum_note = switch.note.clone();
+            if let Some(w) = pg_settings.autovacuum_warning() {
+                eprintln!("bench: {w}");
+            }
+            let provenance = Provenance::detect(&run_id, &broker_text, pg_settings);
+            (provenance, Some(AutovacuumRestore(switch, pool)))
+        }
+        Backend::MariaDb => {
+            // No autovacuum to switch: InnoDB purges deleted rows in the background.
+            let pool = crate::mariadb::connect(&database_url).await?;
+            let settings = crate::mariadb::settings(&pool).await?;
+            pool.close().await;
+            let mut provenance =
+                Provenance::detect(&run_id, &broker_text, crate::pg::PgSettings::default());
+            provenance.mariadb = Some(settings);
+            (provenance, None)
+        }
+    };
     append_json(&jsonl, &serde_json::json!({"provenance": provenance}))?;
     let bench = Bench {
         database_url,
+        backend,
         broker,
         reaper,
         base: file.base.clone(),
@@ -183,7 +206,7 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
         provenance,
         run_id,
         jsonl,
-        autovacuum: Some(AutovacuumRestore(switch, pool)),
+        autovacuum,
     })
 }
 
@@ -231,8 +254,14 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     append_json(&jsonl, &serde_json::json!({"ceilings": ceilings}))?;
     let mut runs = Vec::new();
     let mut skipped = Vec::new();
+    let mut unsupported = Vec::new();
     for name in &names {
         let scenario = file.scenario[name].clone().scaled(o.scale);
+        if let Some(why) = unsupported_on(&bench, &scenario, &file.base) {
+            eprintln!("== {name}: skipped on {}: {why}", bench.backend.name());
+            unsupported.push((name.clone(), why));
+            continue;
+        }
         let keys: Vec<Option<u32>> = if scenario.keys_sweep.is_empty() {
             vec![None]
         } else {
@@ -258,7 +287,9 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
             })
             .collect();
         if let Some(b) = scenario.backlog {
-            if let Some(short) = disk_shortfall(&bench.database_url, b.rows, b.value_bytes).await {
+            if let Some(short) =
+                disk_shortfall(&bench.database_url, bench.backend, b.rows, b.value_bytes).await
+            {
                 eprintln!("== {name}: skipped: {short}");
                 skipped.push(format!("{name}: {short}"));
                 continue;
@@ -285,6 +316,10 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     if let Some(w) = provenance.postgres.autovacuum_warning() {
         md = format!("> **{w}**\n\n{md}");
     }
+    md.push_str(&crate::report::unsupported_section(
+        bench.backend,
+        &unsupported,
+    ));
     md.push_str(&crate::capacity::section(&runs, &skipped));
     let md_path = o.out.join(format!("{run_id}.md"));
     std::fs::write(&md_path, &md)
@@ -321,20 +356,22 @@ pub struct TuneSummary {
     pub recommendations: Vec<crate::tune::Recommendation>,
 }
 
-/// Why a backlog of `rows` cannot be written to the server behind `url` now, if it cannot: the
-/// free space where Postgres keeps its data (a local server, readable as a superuser) against
-/// about three times the rows' size (the table, the mark's new row versions, WAL) plus 2 GB.
-async fn disk_shortfall(url: &str, rows: u64, value_bytes: usize) -> Option<String> {
-    let need = rows as f64 * (value_bytes as f64 + 150.0) * 3.0 + 2e9;
-    let pool = sqlx::PgPool::connect(url).await.ok()?;
-    let dir: Option<String> = sqlx::query_scalar("SHOW data_directory")
-        .fetch_one(&pool)
-        .await
-        .ok();
-    pool.close().await;
-    let dir = dir?;
+/// Why `scenario` does not run on the bench's backend, if it does not (its settings with the
+/// command line's on top).
+fn unsupported_on(
+    bench: &Bench,
+    scenario: &crate::scenario::Scenario,
+    base: &crate::scenario::Base,
+) -> Option<String> {
+    let mut settings = scenario.settings(base);
+    settings.extend(bench.extra.iter().cloned());
+    scenario.unsupported_on(bench.backend, &settings)
+}
+
+/// Free bytes on the file system holding `dir` (`df`), if it can be read.
+fn free_bytes(dir: &str) -> Option<f64> {
     let out = std::process::Command::new("df")
-        .args(["-Pk", &dir])
+        .args(["-Pk", dir])
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -345,11 +382,47 @@ async fn disk_shortfall(url: &str, rows: u64, value_bytes: usize) -> Option<Stri
         .nth(3)?
         .parse()
         .ok()?;
-    let free = free_kb * 1024.0;
+    Some(free_kb * 1024.0)
+}
+
+/// The data directory of the server behind `url` (a local server, readable as a superuser).
+async fn data_directory(url: &str, backend: Backend) -> Option<String> {
+    match backend {
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(url).await.ok()?;
+            let dir: Option<String> = sqlx::query_scalar("SHOW data_directory")
+                .fetch_one(&pool)
+                .await
+                .ok();
+            pool.close().await;
+            dir
+        }
+        Backend::MariaDb => {
+            let pool = crate::mariadb::connect(url).await.ok()?;
+            let dir = crate::mariadb::datadir(&pool).await;
+            pool.close().await;
+            dir
+        }
+    }
+}
+
+/// Why a backlog of `rows` cannot be written to the server behind `url` now, if it cannot: the
+/// free space where the server keeps its data against about three times the rows' size (the
+/// table, the mark's new row versions, WAL or redo) plus 2 GB.
+async fn disk_shortfall(
+    url: &str,
+    backend: Backend,
+    rows: u64,
+    value_bytes: usize,
+) -> Option<String> {
+    let need = rows as f64 * (value_bytes as f64 + 150.0) * 3.0 + 2e9;
+    let dir = data_directory(url, backend).await?;
+    let free = free_bytes(&dir)?;
     (free < need).then(|| {
         format!(
-            "{rows} rows need about {:.1} GB free for Postgres ({dir}); {:.1} GB are",
+            "{rows} rows need about {:.1} GB free for {} ({dir}); {:.1} GB are",
             need / 1e9,
+            backend.name(),
             free / 1e9
         )
     })
@@ -386,6 +459,13 @@ async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummar
         })?
         .clone()
         .scaled(o.run.scale);
+    if let Some(why) = unsupported_on(&bench, &scenario, &file.base) {
+        return Err(bad(format!(
+            "{} does not run on {}: {why}",
+            o.scenario,
+            bench.backend.name()
+        )));
+    }
     let dimensions = if o.sweeps.is_empty() {
         crate::tune::default_dimensions(o.quick)
     } else {
@@ -484,10 +564,13 @@ fn effective_mark_batch(bench: &Bench) -> usize {
 async fn measure_ceilings(bench: &Bench, scale: f64, batch: usize) -> Result<Ceilings, BenchError> {
     let ground = Ground::new(&bench.database_url, &bench.broker, 8, 8).await?;
     let rows = ((100_000.0 * scale) as u64).max(5_000);
-    eprintln!("== ceilings: DB-only mark+purge of {rows} rows (batch {batch})");
+    let on = match bench.backend {
+        Backend::Postgres => String::new(),
+        other => format!(", {}", other.name()),
+    };
+    eprintln!("== ceilings: DB-only mark+purge of {rows} rows (batch {batch}{on})");
     let outcome = async {
-        let db =
-            crate::ceiling::db_mark_purge(&ground.pool, &ground.schema, rows, batch, 200).await?;
+        let db = crate::ceiling::db_mark_purge(&ground, rows, batch, 200).await?;
         eprintln!("   {:.0} rows/s", db.per_second);
         eprintln!("== ceilings: producer-only, {rows} records");
         let producer = crate::ceiling::producer(
@@ -501,8 +584,7 @@ async fn measure_ceilings(bench: &Bench, scale: f64, batch: usize) -> Result<Cei
         eprintln!("   {:.0} records/s", producer.per_second);
         eprintln!("== ceilings: writers (4 writers, 10 rows/tx, closed loop, 3s)");
         let writers = crate::ceiling::writers(
-            &ground.pool,
-            &ground.schema,
+            &ground,
             &workloads::WriterConfig::default(),
             Duration::from_secs(3),
         )

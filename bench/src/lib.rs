@@ -1,8 +1,9 @@
 //! # bench
 //!
-//! The capacity-planning benchmark: how many records per second a Postgres + Kafka + harvester
-//! setup sustains, at what commit-to-receipt latency, and what a failover costs, every figure
-//! measured and every run verified (0 lost, 0 reordered, duplicates counted).
+//! The capacity-planning benchmark: how many records per second a Postgres (or MariaDB) +
+//! Kafka + harvester setup sustains, at what commit-to-receipt latency, and what a failover
+//! costs, every figure measured and every run verified (0 lost, 0 reordered, duplicates
+//! counted).
 //!
 //! ## Architecture
 //! - [`scenario`]: scenarios and profiles from TOML (an embedded default file plus the user's).
@@ -22,6 +23,9 @@
 //!   throughput within a p99 budget) as a recommendation.
 //! - [`pg`]: Postgres statistics (WAL bytes, transactions, durability settings) and the bench's
 //!   own private cluster for the `pg-restart` scenario (the shared server is never restarted).
+//! - [`mariadb`]: the MariaDB/MySQL server's version and settings, for a run whose
+//!   `--database` is a `mysql://` or `mariadb://` URL (every scenario then runs on MariaDB with
+//!   its own ceilings, those that only make sense on Postgres skipped with the reason).
 
 pub mod analysis;
 pub mod capacity;
@@ -31,6 +35,7 @@ pub mod electors;
 mod error;
 pub mod fleet;
 pub mod hotpaths;
+pub mod mariadb;
 pub mod pg;
 pub mod plot;
 pub mod receipts;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Correctness, Percentiles};
 use crate::ceiling::Ceiling;
+use crate::mariadb::MariaDbSettings;
 use crate::pg::PgSettings;
 use crate::receipts::PartitionLog;
 use crate::run::cpu::{Bound, CpuUsage};
@@ -205,7 +206,11 @@ pub struct Provenance {
     pub command: String,
     pub commit: String,
     pub machine: String,
+    /// The Postgres server's settings (empty when the run's database is MariaDB).
     pub postgres: PgSettings,
+    /// The MariaDB/MySQL server's settings, when the run's database is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mariadb: Option<MariaDbSettings>,
     pub broker: String,
 }
 
@@ -249,6 +254,7 @@ impl Provenance {
             commit: format!("{}{dirty}", git(&["rev-parse", "--short", "HEAD"])),
             machine: format!("{cores} cores ({cpu}), {mem_gib:.0} GiB"),
             postgres,
+            mariadb: None,
             broker: broker.to_owned(),
         }
     }
@@ -287,6 +293,19 @@ pub fn append_json(path: &Path, value: &impl Serialize) -> Result<(), BenchError
     writeln!(f, "{line}").map_err(BenchError::io(format!("write {}", path.display())))
 }
 
+/// The report's lines for scenarios that did not run on this run's database: `skipped` holds
+/// (scenario, why) pairs; empty when none was skipped.
+pub fn unsupported_section(backend: workloads::Backend, skipped: &[(String, String)]) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("\n## Not run on {}\n\n", backend.name());
+    for (name, why) in skipped {
+        let _ = writeln!(s, "- {name}: skipped on {}: {why}.", backend.name());
+    }
+    s
+}
+
 /// The CPU figures of one run in a sentence.
 pub fn cpu_line(c: &CpuUsage) -> String {
     let broker = match (c.broker_cpu_seconds, c.broker_utilisation, c.broker_busy) {
@@ -302,9 +321,10 @@ pub fn cpu_line(c: &CpuUsage) -> String {
         ),
         _ => "broker not measured (a real cluster)".into(),
     };
+    let db = crate::run::cpu::label(c.database);
     let postgres = c.postgres_cpu_seconds.map_or_else(
-        || "postgres not measured (remote)".into(),
-        |s| format!("postgres {s:.1} s"),
+        || format!("{db} not measured (remote)"),
+        |s| format!("{db} {s:.1} s"),
     );
     format!(
         "CPU over the measured {:.1} s on {} cores: {broker}, harvesters {:.1} s, {postgres}; bound by {}",
@@ -329,16 +349,20 @@ pub fn markdown(
     let _ = writeln!(s, "- commit: {}", p.commit);
     let _ = writeln!(s, "- machine: {}", p.machine);
     let pg = &p.postgres;
-    let _ = writeln!(
-        s,
-        "- postgres {}: fsync={}, synchronous_commit={}, full_page_writes={}, wal_level={}, shared_buffers={}",
-        pg.version, pg.fsync, pg.synchronous_commit, pg.full_page_writes, pg.wal_level, pg.shared_buffers
-    );
-    let _ = writeln!(
-        s,
-        "- autovacuum={} ({}; {}); the outbox tables have their own row thresholds (migration 0004)",
-        pg.autovacuum, pg.autovacuum_note, pg.autovacuum_settings
-    );
+    if let Some(m) = &p.mariadb {
+        let _ = writeln!(s, "- {}", m.line());
+    } else {
+        let _ = writeln!(
+            s,
+            "- postgres {}: fsync={}, synchronous_commit={}, full_page_writes={}, wal_level={}, shared_buffers={}",
+            pg.version, pg.fsync, pg.synchronous_commit, pg.full_page_writes, pg.wal_level, pg.shared_buffers
+        );
+        let _ = writeln!(
+            s,
+            "- autovacuum={} ({}; {}); the outbox tables have their own row thresholds (migration 0004)",
+            pg.autovacuum, pg.autovacuum_note, pg.autovacuum_settings
+        );
+    }
     let _ = writeln!(s, "- broker: {}", p.broker);
     if let Some(r) = runs.first() {
         let shown: Vec<String> = r.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -356,9 +380,14 @@ pub fn markdown(
             let _ = writeln!(s, "| {name} | {} | {:.0} |", c.records, c.per_second);
         }
     };
+    let store = if p.mariadb.is_some() {
+        "MariaDB store, "
+    } else {
+        ""
+    };
     row(
         &mut s,
-        &format!("DB-only mark+purge (batch {})", ceilings.batch),
+        &format!("DB-only mark+purge ({store}batch {})", ceilings.batch),
         ceilings.db_mark_purge,
     );
     row(&mut s, "producer-only (idempotent)", ceilings.producer);
@@ -549,6 +578,7 @@ mod tests {
                 harvester_cpu_seconds: 40.0,
                 postgres_cpu_seconds: Some(50.0),
                 bound_by: Bound::Broker,
+                database: workloads::Backend::Postgres,
             },
             ..RunResult::default()
         }
@@ -596,10 +626,62 @@ mod tests {
             "{steady}"
         );
         assert!(md.contains("**steady failed: 7 still in the outbox**"));
+        assert!(
+            md.contains("- postgres : fsync="),
+            "the Postgres provenance line"
+        );
         // The JSON line carries the verdict as a word.
         let json = serde_json::to_value(run("x", Verdict::Inconclusive, "")).unwrap();
         assert_eq!(json["verdict"], "inconclusive");
         assert_eq!(json["cpu"]["bound_by"], "broker");
         assert_eq!(json["drain"]["ended_by"], "accounted");
+    }
+
+    #[test]
+    fn a_mariadb_run_reports_its_server_its_ceiling_and_what_it_skipped() {
+        let provenance = Provenance {
+            mariadb: Some(MariaDbSettings {
+                version: "10.11.19-MariaDB".into(),
+                innodb_flush_log_at_trx_commit: "1".into(),
+                sync_binlog: "0".into(),
+                log_bin: "OFF".into(),
+                transaction_isolation: "REPEATABLE-READ".into(),
+                innodb_buffer_pool_size: "128MB".into(),
+            }),
+            ..Provenance::default()
+        };
+        let ceilings = Ceilings {
+            db_mark_purge: Some(Ceiling {
+                records: 100,
+                seconds: 1.0,
+                per_second: 100.0,
+            }),
+            batch: 100,
+            ..Ceilings::default()
+        };
+        let mut r = run("drain", Verdict::Passed, "passed");
+        r.cpu.database = workloads::Backend::MariaDb;
+        let md = markdown(&provenance, &ceilings, &[r], &[]);
+        assert!(
+            md.contains(
+                "- mariadb 10.11.19-MariaDB: innodb_flush_log_at_trx_commit=1, sync_binlog=0"
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("autovacuum="), "no Postgres lines: {md}");
+        assert!(md.contains("| DB-only mark+purge (MariaDB store, batch 100) | 100 | 100 |"));
+        assert!(md.contains("harvesters 40.0 s, mariadb 50.0 s;"), "{md}");
+        let skipped = unsupported_section(
+            workloads::Backend::MariaDb,
+            &[(
+                "pg-restart".into(),
+                "it restarts the bench's own Postgres server".into(),
+            )],
+        );
+        assert_eq!(
+            skipped,
+            "\n## Not run on MariaDB\n\n- pg-restart: skipped on MariaDB: it restarts the bench's own Postgres server.\n"
+        );
+        assert_eq!(unsupported_section(workloads::Backend::Postgres, &[]), "");
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use workloads::WriterConfig;
+use workloads::{Backend, WriterConfig};
 
 use crate::BenchError;
 
@@ -29,7 +29,8 @@ pub enum Kind {
     /// Produce request errors and added round-trip time on an isolated broker cluster from
     /// `fault_at` for `fault_for`.
     BrokerFaults,
-    /// A repeatable-read transaction pins xmin for the whole run.
+    /// A repeatable-read transaction pins xmin for the whole run (on MariaDB: a consistent
+    /// snapshot holds back InnoDB's purge).
     XminPinned,
     /// Drain a backlog while the bench's own Postgres server restarts at `fault_at`.
     PgRestart,
@@ -358,6 +359,42 @@ impl Scenario {
         self.no_progress_timeout + Duration::from_secs_f64(outstanding as f64 / self.min_drain_rate)
     }
 
+    /// Why this scenario cannot run on `backend`, if it cannot: one line for the report.
+    /// `settings` are the scenario's harvester settings with the command line's on top. Every
+    /// scenario runs on Postgres; on MariaDB/MySQL those that restart Postgres or use a setting
+    /// of the Postgres store only are skipped.
+    pub fn unsupported_on(
+        &self,
+        backend: Backend,
+        settings: &[(String, String)],
+    ) -> Option<String> {
+        if backend == Backend::Postgres {
+            return None;
+        }
+        if self.kind == Kind::PgRestart {
+            return Some("it restarts the bench's own Postgres server".into());
+        }
+        let set = |key: &str| {
+            settings
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        if set("outbox.shape").is_some_and(|v| v != "native") {
+            return Some(
+                "it harvests goharvest's table shape (`outbox.shape`), a Postgres table".into(),
+            );
+        }
+        if set("outbox.mark_floor").is_some() {
+            return Some(
+                "it sets `outbox.mark_floor`, the Postgres store's (MariaDB marks scan from the head)"
+                    .into(),
+            );
+        }
+        None
+    }
+
     /// Harvester `--set` pairs: base, then the scenario's.
     pub fn settings(&self, base: &Base) -> Vec<(String, String)> {
         let render = |v: &toml::Value| match v {
@@ -427,6 +464,47 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("min_drain_rate"), "{e}");
+    }
+
+    #[test]
+    fn postgres_only_scenarios_say_why_they_do_not_run_on_mariadb() {
+        let f = ScenarioFile::builtin();
+        let on = |name: &str, backend, extra: &[(&str, &str)]| {
+            let mut settings = f.scenario[name].settings(&f.base);
+            settings.extend(
+                extra
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+            );
+            f.scenario[name].unsupported_on(backend, &settings)
+        };
+        for name in f.scenario.keys() {
+            assert_eq!(on(name, Backend::Postgres, &[]), None, "{name}");
+        }
+        let why = on("pg-restart", Backend::MariaDb, &[]).unwrap();
+        assert!(why.contains("restarts the bench's own Postgres"), "{why}");
+        for name in [
+            "drain",
+            "steady",
+            "failover-kill",
+            "xmin-pinned",
+            "scale-out-drain",
+        ] {
+            assert_eq!(on(name, Backend::MariaDb, &[]), None, "{name}");
+        }
+        let why = on("drain", Backend::MariaDb, &[("outbox.shape", "goharvest")]).unwrap();
+        assert!(why.contains("goharvest"), "{why}");
+        assert_eq!(
+            on("drain", Backend::MariaDb, &[("outbox.shape", "native")]),
+            None
+        );
+        let why = on(
+            "steady",
+            Backend::MariaDb,
+            &[("outbox.mark_floor", "false")],
+        )
+        .unwrap();
+        assert!(why.contains("mark_floor"), "{why}");
     }
 
     #[test]

@@ -314,6 +314,52 @@ async fn a_late_commit_is_marked_once_committed_and_never_waited_for() {
 }
 
 #[tokio::test]
+async fn purge_reset_and_mark_do_not_wait_for_a_writer_on_a_small_table() {
+    // A handful of rows and a long id list (the padded shapes): the optimizer's full scan
+    // would wait for the writer's uncommitted insert until the lock-wait timeout.
+    let db = TestMariaDb::new("mdb_scan").await.unwrap();
+    let store = store(&db).await;
+    let all = stash(&store, &records(4, 4)).await;
+    let leader = Uuid::new_v4();
+    assert_eq!(ids(&store.mark(leader, 100).await.unwrap()), all);
+    sqlx::query(&format!("ANALYZE TABLE {}", db.qualified("outbox")))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut writer = db.pool.begin().await.unwrap();
+    store
+        .stasher()
+        .stash(&mut writer, &StashRecord::new("t", "open", "1"))
+        .await
+        .unwrap();
+    // Ids that are not in the table pad the list to a long shape, as a batch of acks can.
+    let mut listed: Vec<i64> = all[..2].to_vec();
+    listed.extend(1_000_000..1_000_060);
+    let reset = tokio::time::timeout(QUICK, store.reset(&listed, &[leader]))
+        .await
+        .expect("a reset must not wait for a writer's uncommitted insert")
+        .unwrap();
+    assert_eq!(reset, 2);
+    let mut listed: Vec<i64> = all[2..].to_vec();
+    listed.extend(1_000_000..1_000_060);
+    let purged = tokio::time::timeout(QUICK, store.purge(&listed, &[leader]))
+        .await
+        .expect("a purge must not wait for a writer's uncommitted insert")
+        .unwrap();
+    assert_eq!(purged, 2);
+    let marked = tokio::time::timeout(QUICK, store.mark(Uuid::new_v4(), 100))
+        .await
+        .expect("a mark must not wait for a writer's uncommitted insert")
+        .unwrap();
+    assert_eq!(
+        ids(&marked),
+        all[..2].to_vec(),
+        "the reset rows, not the open insert"
+    );
+    writer.rollback().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_mark_holding_its_locks_does_not_block_a_writer() {
     let db = TestMariaDb::new("mdb_noblock").await.unwrap();
     let store = store(&db).await;

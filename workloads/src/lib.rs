@@ -8,13 +8,17 @@
 //!   they go), with rows per transaction, random pre-commit delays and a rollback ratio (gaps
 //!   and out-of-order commits). A key's records are written under a per-key lock held through
 //!   commit, as a business row lock would, so per-key sequence order is causal order.
-//! - [`prefill`]: a backlog of millions of rows through `COPY`, then `ANALYZE`.
+//! - [`prefill`]: a backlog of millions of rows through `COPY` (Postgres) or multi-row
+//!   `INSERT`s (MariaDB/MySQL), then `ANALYZE`.
+//! - [`db`]: which database a URL names ([`Backend`]) and a pool of either ([`Db`]); writers
+//!   and pre-fill take either and write through the harvester's stasher for it.
 //! - [`ledger`]: every committed record's (key, seq, commit instant), for commit-to-receipt
 //!   latency and for the verifier's expectations.
 //!
 //! Records carry the run id and per-key sequence in headers (`testkit::envelope`), keys are
 //! `k<index>`, so a consumer can identify each one.
 
+pub mod db;
 pub mod keys;
 pub mod ledger;
 pub mod payload;
@@ -23,6 +27,7 @@ pub mod writer;
 
 mod error;
 
+pub use db::{Backend, Db};
 pub use error::WorkloadError;
 pub use keys::KeyDist;
 pub use ledger::{Committed, Ledger};

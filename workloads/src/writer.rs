@@ -5,19 +5,20 @@
 //! committing (so commits land out of id order), then commit or roll back. The per-key lock is
 //! held through commit, so a key's sequence numbers commit in order, the causal order the
 //! harvester must preserve. Rolled-back rows leave id gaps and are never expected downstream.
+//! The database is Postgres or MariaDB/MySQL ([`Db`]), each written through its own stasher;
+//! everything above the transaction is the same for both.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harvester::outbox::{StashRecord, TableName};
-use harvester::store::postgres::Stasher;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use sqlx::PgPool;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use crate::db::{Db, Outbox};
 use crate::keys::KeyDist;
 use crate::ledger::{Committed, Ledger};
 use crate::payload::PayloadDist;
@@ -115,8 +116,7 @@ impl WriterStats {
 #[derive(Debug)]
 pub struct WriterPool {
     config: WriterConfig,
-    pool: PgPool,
-    stasher: Stasher,
+    outbox: Outbox,
     topic: String,
     run: String,
     /// Next sequence number per key, locked through commit.
@@ -125,9 +125,10 @@ pub struct WriterPool {
 }
 
 impl WriterPool {
+    /// Writers into `table` of `db` (a Postgres or a MariaDB pool).
     pub fn new(
         config: WriterConfig,
-        pool: PgPool,
+        db: impl Into<Db>,
         table: &TableName,
         topic: &str,
         run: &str,
@@ -137,8 +138,7 @@ impl WriterPool {
         let keys = (0..config.keys.keys()).map(|_| Mutex::new(0)).collect();
         Ok(WriterPool {
             config,
-            pool,
-            stasher: Stasher::new(table),
+            outbox: Outbox::new(db.into(), table),
             topic: topic.to_owned(),
             run: run.to_owned(),
             keys: Arc::new(keys),
@@ -272,30 +272,12 @@ impl WriterPool {
                 written.push((*k, *seq));
                 *seq += 1;
             }
-            let mut tx = self
-                .pool
-                .begin()
-                .await
-                .map_err(WorkloadError::db("begin"))?;
-            self.stasher
-                .stash_batch(&mut tx, &records)
-                .await
-                .map_err(|source| WorkloadError::Harvester {
-                    action: "stash records".into(),
-                    source: Box::new(source),
-                })?;
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
             stats.transactions += 1;
+            self.outbox.transaction(&records, delay, !abort).await?;
             if abort {
-                tx.rollback()
-                    .await
-                    .map_err(WorkloadError::db("roll back"))?;
                 stats.rolled_back += written.len() as u64;
                 continue;
             }
-            tx.commit().await.map_err(WorkloadError::db("commit"))?;
             let now = Instant::now();
             for (k, g) in guards.iter_mut() {
                 **g = next[k];

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! bench run [--profile quick|full] [--scenario NAME]... [--file my.toml] [--set k=v]...
+//!           [--database postgres://...|mysql://...]
 //! bench tune [--workload tune] [--sweep PATH=V1,V2,...]... [--p99-budget 500ms] [--quick]
 //! bench list
 //! ```
@@ -55,8 +56,9 @@ struct RunArgs {
     /// Kafka bootstrap servers of a real cluster (default: the embedded broker).
     #[arg(long, env = "KAFKA_BROKERS")]
     brokers: Option<String>,
-    /// Postgres URL (default: DATABASE_URL or the local server).
-    #[arg(long, env = "DATABASE_URL")]
+    /// Database URL; its scheme picks the backend: postgres:// (default: DATABASE_URL or the
+    /// local server), or mysql:// or mariadb:// for MariaDB/MySQL.
+    #[arg(long, visible_alias = "database", env = "DATABASE_URL")]
     database_url: Option<String>,
     /// The reaper binary (default: next to this one).
     #[arg(long)]

@@ -1,5 +1,5 @@
-//! Who was busy during the measured part of a run: the embedded broker, the harvesters,
-//! Postgres; and from that, what the run was bound by.
+//! Who was busy during the measured part of a run: the embedded broker, the harvesters, the
+//! database (Postgres or MariaDB); and from that, what the run was bound by.
 //!
 //! On a small machine the embedded broker (librdkafka's mock cluster) serves every produce and
 //! fetch request of a cluster on **one thread** (`rdk:mock`), for the harvester and for the
@@ -7,7 +7,8 @@
 //! harvester, and the report has to say so. CPU time comes from `/proc/<pid>/stat` and
 //! `/proc/<pid>/task/<tid>/stat` (utime + stime), read at the start and end of the interval;
 //! Postgres is every process whose `comm` is `postgres` (its backends come and go, so a
-//! sampler keeps each one's last value), measured only when the database is on this machine.
+//! sampler keeps each one's last value), MariaDB its `mariadbd` (or MySQL's `mysqld`) process,
+//! measured only when the database is on this machine.
 //!
 //! CPU time alone understates a saturated thread on a machine with more runnable threads than
 //! cores (two cores here, shared by broker, harvester, Postgres and the verifier): a thread that
@@ -22,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use workloads::Backend;
 
 /// Linux reports /proc times in USER_HZ, which is 100 on every Linux ABI.
 const USER_HZ: f64 = 100.0;
@@ -93,8 +95,24 @@ fn sample_broker(pid: u32) -> Option<BrokerSample> {
     })
 }
 
-/// CPU seconds of every `postgres` process, by pid.
-fn sample_postgres() -> HashMap<u32, f64> {
+/// The `comm` of the database server's processes.
+fn processes(backend: Backend) -> &'static [&'static str] {
+    match backend {
+        Backend::Postgres => &["postgres"],
+        Backend::MariaDb => &["mariadbd", "mysqld"],
+    }
+}
+
+/// The database's name in reports: `postgres` or `mariadb`.
+pub fn label(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Postgres => "postgres",
+        Backend::MariaDb => "mariadb",
+    }
+}
+
+/// CPU seconds of every process of the database server, by pid.
+fn sample_database(backend: Backend) -> HashMap<u32, f64> {
     let mut out = HashMap::new();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return out;
@@ -103,7 +121,8 @@ fn sample_postgres() -> HashMap<u32, f64> {
         let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        if comm(&format!("/proc/{pid}/comm")).as_deref() == Some("postgres") {
+        let name = comm(&format!("/proc/{pid}/comm"));
+        if name.is_some_and(|n| processes(backend).contains(&n.as_str())) {
             if let Some(s) = stat_seconds(&format!("/proc/{pid}/stat")) {
                 out.insert(pid, s);
             }
@@ -169,9 +188,13 @@ pub struct CpuUsage {
     pub broker_busy: Option<f64>,
     /// Every harvester process of the run.
     pub harvester_cpu_seconds: f64,
-    /// Every `postgres` process of this machine; `None` when the database is remote.
+    /// Every process of the database server on this machine (named for Postgres, as before
+    /// there was another); `None` when the database is remote.
     pub postgres_cpu_seconds: Option<f64>,
     pub bound_by: Bound,
+    /// Which database `postgres_cpu_seconds` measured (absent: Postgres).
+    #[serde(default, skip_serializing_if = "Backend::is_postgres")]
+    pub database: Backend,
 }
 
 /// The "bound by" verdict.
@@ -211,10 +234,10 @@ pub fn bound_by(u: &CpuUsage) -> Bound {
     }
 }
 
-/// CPU seconds of Postgres processes by pid: when the interval started, and last seen (a
-/// backend that exits keeps its last value).
+/// CPU seconds of the database's processes by pid: when the interval started, and last seen
+/// (a backend that exits keeps its last value).
 #[derive(Debug, Default)]
-struct PostgresCpu {
+struct DatabaseCpu {
     first: HashMap<u32, f64>,
     last: HashMap<u32, f64>,
 }
@@ -225,18 +248,19 @@ pub struct CpuMeter {
     started: Instant,
     broker_pid: Option<u32>,
     broker: Option<BrokerSample>,
-    postgres: Option<Arc<Mutex<PostgresCpu>>>,
+    database: Backend,
+    postgres: Option<Arc<Mutex<DatabaseCpu>>>,
     sampling: Arc<AtomicBool>,
 }
 
 impl CpuMeter {
     /// Starts measuring the broker process `broker_pid` (embedded broker) and, when
-    /// `local_database`, this machine's Postgres processes.
-    pub fn start(broker_pid: Option<u32>, local_database: bool) -> CpuMeter {
+    /// `local_database` names the backend of a database on this machine, its processes.
+    pub fn start(broker_pid: Option<u32>, local_database: Option<Backend>) -> CpuMeter {
         let sampling = Arc::new(AtomicBool::new(true));
-        let postgres = local_database.then(|| {
-            let first = sample_postgres();
-            let state = Arc::new(Mutex::new(PostgresCpu {
+        let postgres = local_database.map(|backend| {
+            let first = sample_database(backend);
+            let state = Arc::new(Mutex::new(DatabaseCpu {
                 last: first.clone(),
                 first,
             }));
@@ -244,7 +268,7 @@ impl CpuMeter {
             std::thread::spawn(move || {
                 while on.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(250));
-                    let now = sample_postgres();
+                    let now = sample_database(backend);
                     s.lock().last.extend(now);
                 }
             });
@@ -252,6 +276,7 @@ impl CpuMeter {
         });
         CpuMeter {
             started: Instant::now(),
+            database: local_database.unwrap_or_default(),
             broker_pid,
             broker: broker_pid.and_then(sample_broker),
             postgres,
@@ -301,7 +326,7 @@ impl CpuMeter {
         };
         let postgres_cpu_seconds = self.postgres.as_ref().map(|state| {
             let pg = &mut *state.lock();
-            pg.last.extend(sample_postgres());
+            pg.last.extend(sample_database(self.database));
             pg.last
                 .iter()
                 .map(|(pid, s)| (s - pg.first.get(pid).copied().unwrap_or(0.0)).max(0.0))
@@ -316,6 +341,7 @@ impl CpuMeter {
             harvester_cpu_seconds,
             postgres_cpu_seconds,
             bound_by: Bound::None,
+            database: self.database,
         };
         usage.bound_by = bound_by(&usage);
         usage
@@ -342,6 +368,7 @@ mod tests {
             harvester_cpu_seconds: harvester,
             postgres_cpu_seconds: postgres,
             bound_by: Bound::None,
+            database: Backend::Postgres,
         }
     }
 
@@ -382,6 +409,8 @@ mod tests {
         assert!(is_local("postgres://[::1]:5432/db"));
         assert!(is_local("postgres:///db?host=/var/run/postgresql"));
         assert!(!is_local("postgres://u@db.example.com:5432/db"));
+        assert!(is_local("mysql://root@127.0.0.1:3306/test"));
+        assert!(!is_local("mariadb://app:pw@db.example.com:3306/orders"));
     }
 
     #[test]

@@ -13,8 +13,14 @@
 //! by the broker before the verifier read it (evicted: the run is inconclusive, not failed), or
 //! acknowledged and not in the log (lost by the broker).
 //!
-//! Over the measured part ([`cpu`]) the broker's, the harvesters' and Postgres's CPU say what
-//! bound the run.
+//! Over the measured part ([`cpu`]) the broker's, the harvesters' and the database's CPU say
+//! what bound the run.
+//!
+//! The database is Postgres or MariaDB/MySQL, by the URL's scheme ([`Bench::backend`]): every
+//! scenario that makes sense on both runs the same way on both (the ground, writers, pre-fill
+//! and ceilings use the backend's own store); Postgres's own figures (WAL, vacuum) are measured
+//! on Postgres only, and scenarios that only make sense on Postgres are skipped before they get
+//! here ([`crate::scenario::Scenario::unsupported_on`]).
 
 pub mod cpu;
 mod faults;
@@ -26,11 +32,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use sqlx::Connection;
 use testkit::Broker;
 use tokio_util::sync::CancellationToken;
 use workloads::prefill::{prefill, Backlog};
-use workloads::{KeyDist, Ledger, Mode, WriterPool};
+use workloads::{Backend, KeyDist, Ledger, Mode, WriterPool};
 
 use crate::analysis::{analyse, failover_gap, longest_pause_after};
 use crate::fleet::Fleet;
@@ -46,6 +51,8 @@ use setup::Ground;
 #[derive(Debug)]
 pub struct Bench {
     pub database_url: String,
+    /// The backend `database_url` names.
+    pub backend: Backend,
     pub broker: Broker,
     pub reaper: std::path::PathBuf,
     pub base: Base,
@@ -166,17 +173,6 @@ struct Case<'a> {
     topic: sizing::TopicSizing,
 }
 
-/// Whether the outbox has no rows left (the harvester deleted every one it published).
-async fn outbox_empty(ground: &Ground) -> Result<bool, BenchError> {
-    sqlx::query_scalar(&format!(
-        "SELECT NOT EXISTS (SELECT 1 FROM {})",
-        ground.table.quoted()
-    ))
-    .fetch_one(&ground.pool)
-    .await
-    .map_err(BenchError::db("check whether the outbox is empty"))
-}
-
 /// What a drain watches: the verifier's reads, or (a backlog verified after its drain) the
 /// harvesters' acknowledged counts and the outbox itself.
 #[derive(Clone, Copy)]
@@ -226,7 +222,7 @@ async fn drain(
                         .is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1))
                 {
                     outbox_checked = Some(now);
-                    if outbox_empty(ground).await? {
+                    if ground.is_empty().await? {
                         break DrainEnd::Accounted;
                     }
                 }
@@ -243,7 +239,7 @@ async fn drain(
                 };
                 if outbox_checked.is_none_or(|at| now.duration_since(at) >= every) {
                     outbox_checked = Some(now);
-                    if outbox_empty(ground).await? {
+                    if ground.is_empty().await? {
                         break DrainEnd::Emptied;
                     }
                 }
@@ -335,9 +331,13 @@ async fn run_on(
             keys: b.keys,
             value_bytes: b.value_bytes,
         };
-        eprintln!("[{label}] pre-filling {} rows (COPY, ANALYZE)", b.rows);
+        let how = match ground.backend() {
+            Backend::Postgres => "COPY, ANALYZE",
+            Backend::MariaDb => "multi-row INSERT, ANALYZE TABLE",
+        };
+        eprintln!("[{label}] pre-filling {} rows ({how})", b.rows);
         prefill(
-            &ground.pool,
+            ground.db.clone(),
             &ground.table,
             &ground.topic,
             run_id,
@@ -355,13 +355,7 @@ async fn run_on(
                 w.keys = KeyDist::Uniform { n: k };
             }
             if let Some(share) = scenario.rate_share {
-                let capacity = crate::ceiling::writers(
-                    &ground.pool,
-                    &ground.schema,
-                    &w,
-                    Duration::from_secs(3),
-                )
-                .await?;
+                let capacity = crate::ceiling::writers(ground, &w, Duration::from_secs(3)).await?;
                 let rate = (capacity.per_second * share).max(1.0);
                 eprintln!(
                     "[{label}] writers' capacity {:.0} rec/s; open loop at {rate:.0}",
@@ -374,7 +368,7 @@ async fn run_on(
             }
             Some(Arc::new(WriterPool::new(
                 w,
-                ground.pool.clone(),
+                ground.db.clone(),
                 &ground.table,
                 &ground.topic,
                 run_id,
@@ -384,11 +378,15 @@ async fn run_on(
         None => None,
     };
     let pinner = if scenario.kind == Kind::XminPinned {
-        Some(faults::pin_xmin(&ground.url, &ground.table.quoted()).await?)
+        Some(faults::pin_snapshot(ground).await?)
     } else {
         None
     };
-    let pg_before = pg::snapshot(&ground.pool).await?;
+    // WAL and transactions: Postgres's statistics.
+    let pg_before = match ground.db.postgres() {
+        Some(pool) => Some(pg::snapshot(pool).await?),
+        None => None,
+    };
     let settings =
         crate::electors::settings(&ground.group, scenario.settings(&bench.base), &bench.extra)?;
     let t0 = Instant::now();
@@ -407,7 +405,10 @@ async fn run_on(
     }
     // The measured part: from a leader on to the end of the drain.
     let harvester_cpu_before = fleet.totals().cpu_seconds;
-    let meter = cpu::CpuMeter::start(broker.pid(), cpu::is_local(&ground.url));
+    let meter = cpu::CpuMeter::start(
+        broker.pid(),
+        cpu::is_local(&ground.url).then_some(ground.backend()),
+    );
     let mut events: Vec<Event> = vec![("leader".into(), fleet.first_acquired().unwrap_or(t0))];
     let mut faulted: Option<(usize, Instant)> = None;
     let mut disturbed: Option<Instant> = None;
@@ -511,9 +512,12 @@ async fn run_on(
     bar.finish_and_clear();
     let cpu = meter.finish((fleet.totals().cpu_seconds - harvester_cpu_before).max(0.0));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let pg_after = pg::snapshot(&ground.pool).await?;
-    if let Some(conn) = pinner {
-        let _ = conn.close().await;
+    let pg_after = match ground.db.postgres() {
+        Some(pool) => Some(pg::snapshot(pool).await?),
+        None => None,
+    };
+    if let Some(pinner) = pinner {
+        pinner.release().await;
     }
     let procs = fleet.totals();
     let acquired: Vec<(usize, Instant)> = fleet
@@ -568,11 +572,15 @@ async fn run_on(
         t0,
         latency_since,
     );
-    let (wal, txs) = pg::between(&ground.pool, &pg_before, &pg_after).await?;
+    let (wal, txs) = match (ground.db.postgres(), &pg_before, &pg_after) {
+        (Some(pool), Some(before), Some(after)) => pg::between(pool, before, after).await?,
+        _ => (0, 0),
+    };
     let (left_in_outbox, quarantined, quarantine_reasons) = ground.leftovers().await?;
-    let outbox_after = pg::table_vacuum(&ground.pool, &ground.table.quoted())
-        .await
-        .ok();
+    let outbox_after = match ground.db.postgres() {
+        Some(pool) => pg::table_vacuum(pool, &ground.table.quoted()).await.ok(),
+        None => None,
+    };
     // Per-record figures divide by what the verifier saw delivered, or, when it did not read,
     // by what the harvesters had acknowledged.
     let delivered = if unverifiable {

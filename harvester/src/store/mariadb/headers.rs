@@ -11,8 +11,9 @@
 use crate::base64::{decode as unbase64, encode as base64};
 use crate::outbox::{zip_headers, Poison};
 
-/// The two JSON columns of `headers`: names, and base64 values.
-pub(super) fn encode(headers: &[(String, Vec<u8>)]) -> (String, String) {
+/// The two JSON columns of `headers`: names, and base64 values (what the stasher writes; a
+/// bulk loader writing rows itself uses this too, so the store reads them back alike).
+pub fn encode(headers: &[(String, Vec<u8>)]) -> (String, String) {
     let keys: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
     let values: Vec<String> = headers.iter().map(|(_, v)| base64(v)).collect();
     (
@@ -22,11 +23,7 @@ pub(super) fn encode(headers: &[(String, Vec<u8>)]) -> (String, String) {
 }
 
 /// The headers of row `id` from its two JSON columns, or the poison that says what is wrong.
-pub(super) fn decode(
-    id: i64,
-    keys: &[u8],
-    values: &[u8],
-) -> Result<Vec<(String, Vec<u8>)>, Poison> {
+pub fn decode(id: i64, keys: &[u8], values: &[u8]) -> Result<Vec<(String, Vec<u8>)>, Poison> {
     let strings = |column: &str, json: &[u8]| {
         serde_json::from_slice::<Vec<String>>(json).map_err(|e| Poison {
             id,

@@ -36,9 +36,10 @@ use sqlx::mysql::{MySqlArguments, MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{Connection, Executor, MySql, MySqlPool};
 use uuid::Uuid;
 
+pub use headers::{decode as decode_headers, encode as encode_headers};
 pub use migrate::migrate;
 pub use stasher::Stasher;
-pub use statements::Statements;
+pub use statements::{quoted, Statements};
 
 use super::{
     Backlog, BucketScope, DatabaseConfig, OutboxConfig, OutboxStore, Polling, PoolStats, Wakeups,

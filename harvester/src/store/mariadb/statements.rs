@@ -260,9 +260,13 @@ mod tests {
         let s = statements();
         let purge = fragment(&s.purge(4, 2));
         assert!(
-            purge.ends_with("WHERE id IN (?, ?, ?, ?) AND leader_id IN (?, ?)"),
+            purge.ends_with("WHERE o.id IN (?, ?, ?, ?) AND o.leader_id IN (?, ?)"),
             "{purge}"
         );
+        // By primary key, never a scan that waits for writers' uncommitted inserts.
+        for by_id in [purge, fragment(&s.reset(4, 2)), fragment(&s.mark(3))] {
+            assert!(by_id.contains("FORCE INDEX (PRIMARY)"), "{by_id}");
+        }
         assert_eq!(fragment(&s.mark(3)).matches('?').count(), 5);
         assert_eq!(fragment(&s.marked(3)).matches('?').count(), 4);
         assert_eq!(fragment(&s.quarantine_lock(2)).matches('?').count(), 3);

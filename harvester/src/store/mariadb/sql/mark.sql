@@ -3,5 +3,6 @@
 -- (waiting behind a concurrent purge, reset or mark of it, never skipping it) and re-checks the
 -- condition on the row as it is then; the locks are held to the commit, so the read-back
 -- (marked.sql) sees exactly these rows.
-UPDATE {{outbox}} SET leader_id = ?
+-- FORCE INDEX (PRIMARY): never a scan that waits for writers' uncommitted inserts (purge.sql).
+UPDATE {{outbox}} FORCE INDEX (PRIMARY) SET leader_id = ?
 WHERE id IN ({{ids}}) AND (leader_id IS NULL OR leader_id <> ?)

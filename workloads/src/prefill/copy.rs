@@ -1,16 +1,13 @@
-//! A backlog of rows written with `COPY` (the fastest way into Postgres), then `ANALYZE`: a
-//! freshly bulk-loaded, never-analysed table can give the mark query a bad plan until
-//! autoanalyze runs, which would measure the planner, not the harvester.
-//!
-//! Row i is key `k(i mod keys)` with sequence `i div keys`, so per-key order is id order.
+//! The Postgres backlog: rows written with `COPY` (the fastest way into Postgres), then
+//! `ANALYZE`.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use harvester::outbox::TableName;
 use sqlx::PgPool;
 
-use crate::ledger::{Committed, Ledger};
+use super::Backlog;
+use crate::ledger::Ledger;
 use crate::{key_name, WorkloadError};
 
 /// Rows per COPY statement (one transaction each).
@@ -32,17 +29,8 @@ fn copy_line(out: &mut String, topic: &str, key: &str, value_hex: &str, run_hex:
     );
 }
 
-/// How big a backlog.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backlog {
-    pub rows: u64,
-    pub keys: u32,
-    pub value_bytes: usize,
-}
-
-/// Writes the backlog into a native outbox table and analyses it. Every row is recorded in
-/// `ledger` as committed when its chunk committed.
-pub async fn prefill(
+/// Writes the backlog into a native Postgres outbox table and analyses it.
+pub(super) async fn prefill(
     pool: &PgPool,
     table: &TableName,
     topic: &str,
@@ -50,36 +38,20 @@ pub async fn prefill(
     backlog: Backlog,
     ledger: &Arc<Ledger>,
 ) -> Result<(), WorkloadError> {
-    let Backlog {
-        rows,
-        keys,
-        value_bytes,
-    } = backlog;
-    if keys == 0 {
-        return Err(WorkloadError::Invalid(
-            "prefill needs at least one key".into(),
-        ));
-    }
-    let value_hex = hex(&vec![b'v'; value_bytes]);
+    let value_hex = hex(&vec![b'v'; backlog.value_bytes]);
     let run_hex = hex(run.as_bytes());
     let statement = format!(
         "COPY {} (topic, kafka_key, kafka_value, header_keys, header_values) FROM STDIN",
         table.quoted()
     );
+    let rows = backlog.rows;
     let mut start = 0;
     while start < rows {
         let end = (start + CHUNK).min(rows);
         let mut text = String::with_capacity(((end - start) as usize) * (value_hex.len() + 80));
         for i in start..end {
-            let k = (i % u64::from(keys)) as u32;
-            copy_line(
-                &mut text,
-                topic,
-                &key_name(k),
-                &value_hex,
-                &run_hex,
-                i / u64::from(keys),
-            );
+            let (k, seq) = backlog.row(i);
+            copy_line(&mut text, topic, &key_name(k), &value_hex, &run_hex, seq);
         }
         let mut conn = pool
             .acquire()
@@ -95,13 +67,7 @@ pub async fn prefill(
         copy.finish()
             .await
             .map_err(WorkloadError::db("finish COPY"))?;
-        let now = Instant::now();
-        ledger.push_all((start..end).map(|i| Committed {
-            key: (i % u64::from(keys)) as u32,
-            seq: i / u64::from(keys),
-            committed: now,
-            intended: None,
-        }));
+        backlog.committed(start..end, ledger);
         start = end;
     }
     sqlx::query(&format!("ANALYZE {}", table.quoted()))

@@ -1,0 +1,181 @@
+//! A scenario's private ground: a schema (Postgres) or a database (MariaDB/MySQL) of its own,
+//! dropped afterwards, with the outbox table, topics, and the reaper config file. The backend
+//! is the URL's scheme; each backend's SQL is in its own file.
+
+mod mariadb;
+mod postgres;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use harvester::config::{DatabaseConfig, KafkaConfig, OutboxConfig};
+use harvester::election::neli::NeliConfig;
+use harvester::outbox::TableName;
+use harvester::store::mariadb::MariaDbStore;
+use harvester::store::postgres::PgStore;
+use harvester::store::OutboxStore;
+use harvester::Config;
+use testkit::{names, Broker};
+use workloads::{Backend, Db};
+
+use crate::BenchError;
+
+/// A schema (Postgres) or database (MariaDB) with its outbox table; dropped on
+/// [`Ground::drop_schema`].
+#[derive(Debug)]
+pub struct Ground {
+    pub url: String,
+    /// The schema (Postgres) or database (MariaDB) holding the tables.
+    pub schema: String,
+    pub table: TableName,
+    pub db: Db,
+    pub topic: String,
+    pub group: String,
+}
+
+impl Ground {
+    pub async fn new(
+        url: &str,
+        broker: &Broker,
+        partitions: i32,
+        pool_size: u32,
+    ) -> Result<Ground, BenchError> {
+        let schema = names::schema("bench");
+        let (db, table) = match Backend::of(url)? {
+            Backend::Postgres => {
+                let pool = postgres::create(url, &schema, pool_size).await?;
+                let table = postgres::table(&pool, &schema, "outbox").await?;
+                (Db::Postgres(pool), table)
+            }
+            Backend::MariaDb => {
+                let pool = mariadb::create(url, &schema, pool_size).await?;
+                let table = mariadb::table(&pool, &schema, "outbox").await?;
+                (Db::MariaDb(pool), table)
+            }
+        };
+        let topic = names::topic("bench");
+        broker.create_topic(&topic, partitions).await?;
+        let group = names::unique("bench");
+        broker.create_topic(&format!("{group}.neli"), 1).await?;
+        // For `leader.kind = "neli_buckets"` (scale-out): its leader topic, one partition per
+        // bucket at the default 64 (the embedded broker cannot create topics on request).
+        broker
+            .create_topic(
+                &format!("{group}.neli-buckets"),
+                i32::from(harvester::assign::DEFAULT_BUCKETS),
+            )
+            .await?;
+        Ok(Ground {
+            url: url.to_owned(),
+            schema,
+            table,
+            db,
+            topic,
+            group,
+        })
+    }
+
+    /// The reaper config file for this ground: a [`Config`] with the library's defaults for
+    /// this ground's broker, group, database and table (HTTP on a free port), serialised, so the
+    /// file says exactly what the library would do; scenario settings go on top with `--set`.
+    pub fn reaper_config(&self, bootstrap: &str) -> Result<PathBuf, BenchError> {
+        let config = Config {
+            kafka: KafkaConfig::with_bootstrap(bootstrap),
+            leader: NeliConfig {
+                group_id: Some(self.group.clone()),
+                ..Default::default()
+            }
+            .into(),
+            database: DatabaseConfig {
+                url: self.url.clone(),
+                ..Default::default()
+            },
+            outbox: OutboxConfig {
+                table: self.table.clone(),
+                ..Default::default()
+            },
+            http: harvester::config::HttpConfig {
+                listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+            },
+            ..Default::default()
+        };
+        let text = toml::to_string(&config)
+            .map_err(|e| BenchError::Run(format!("cannot write the reaper config: {e}")))?;
+        let path = std::env::temp_dir().join(format!("{}.toml", self.group));
+        std::fs::write(&path, text).map_err(BenchError::io(format!("write {}", path.display())))?;
+        Ok(path)
+    }
+
+    /// The database's backend.
+    pub fn backend(&self) -> Backend {
+        self.db.backend()
+    }
+
+    /// A further native outbox table `name` beside the outbox (for the ceilings), migrated.
+    pub async fn scratch_table(&self, name: &str) -> Result<TableName, BenchError> {
+        match &self.db {
+            Db::Postgres(pool) => postgres::table(pool, &self.schema, name).await,
+            Db::MariaDb(pool) => mariadb::table(pool, &self.schema, name).await,
+        }
+    }
+
+    /// The harvester's own store on `table`: on Postgres over the bench's pool, on MariaDB with
+    /// a pool of its own with the harvester's session settings (READ COMMITTED, timeouts), as
+    /// the reaper connects.
+    pub async fn store(&self, table: &TableName) -> Result<Arc<dyn OutboxStore>, BenchError> {
+        let outbox = OutboxConfig {
+            table: table.clone(),
+            ..OutboxConfig::default()
+        };
+        Ok(match &self.db {
+            Db::Postgres(pool) => Arc::new(PgStore::on(pool.clone(), &outbox)),
+            Db::MariaDb(_) => {
+                let database = DatabaseConfig {
+                    url: self.url.clone(),
+                    ..DatabaseConfig::default()
+                };
+                Arc::new(MariaDbStore::connect(&database, &outbox).await?)
+            }
+        })
+    }
+
+    /// Deletes every row of `table`.
+    pub async fn truncate(&self, table: &TableName) -> Result<(), BenchError> {
+        match &self.db {
+            Db::Postgres(pool) => postgres::truncate(pool, table).await,
+            Db::MariaDb(pool) => mariadb::truncate(pool, table).await,
+        }
+    }
+
+    /// (rows left in the outbox, rows quarantined, up to 5 quarantine reasons).
+    pub async fn leftovers(&self) -> Result<(i64, i64, Vec<String>), BenchError> {
+        match &self.db {
+            Db::Postgres(pool) => postgres::leftovers(pool, &self.table).await,
+            Db::MariaDb(pool) => mariadb::leftovers(pool, &self.table).await,
+        }
+    }
+
+    /// (key, seq) of every row still in the outbox.
+    pub async fn remaining(&self) -> Result<HashSet<(u32, u64)>, BenchError> {
+        match &self.db {
+            Db::Postgres(pool) => postgres::remaining(pool, &self.table).await,
+            Db::MariaDb(pool) => mariadb::remaining(pool, &self.table).await,
+        }
+    }
+
+    /// Whether the outbox has no rows left (the harvester deleted every one it published).
+    pub async fn is_empty(&self) -> Result<bool, BenchError> {
+        match &self.db {
+            Db::Postgres(pool) => postgres::is_empty(pool, &self.table).await,
+            Db::MariaDb(pool) => mariadb::is_empty(pool, &self.table).await,
+        }
+    }
+
+    pub async fn drop_schema(self) {
+        match &self.db {
+            Db::Postgres(pool) => postgres::drop(pool, &self.schema).await,
+            Db::MariaDb(pool) => mariadb::drop(pool, &self.schema).await,
+        }
+    }
+}
