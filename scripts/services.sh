@@ -220,7 +220,7 @@ mariadb_up() {
     MARIADB_URL=mysql://root@127.0.0.1:3306/test; return
   fi
   MARIADB_URL=$(private_mariadb up "$STATE/mariadb" "${HARVEST_MARIADB_PORT:-33060}")
-  [ -f "$STATE/mariadb/pid" ] && echo started > "$STATE/mariadb.started"
+  if [ -f "$STATE/mariadb/pid" ]; then echo started > "$STATE/mariadb.started"; fi
 }
 
 nats_up() {
@@ -234,7 +234,7 @@ nats_up() {
     NATS_URL=nats://127.0.0.1:4222; return
   fi
   NATS_URL=$(private_nats up "$STATE/nats" "${HARVEST_NATS_PORT:-14222}")
-  [ -f "$STATE/nats/pid" ] && echo started > "$STATE/nats.started"
+  if [ -f "$STATE/nats/pid" ]; then echo started > "$STATE/nats.started"; fi
 }
 
 zookeeper_up() {
@@ -244,7 +244,7 @@ zookeeper_up() {
   local port=${HARVEST_ZK_PORT:-21810}
   zk_ok "127.0.0.1:$port" && say "zookeeper: already running on $port"
   ZOOKEEPER_ADDR=$(private_zookeeper up "$STATE/zookeeper" "$port")
-  [ -f "$STATE/zookeeper/pid" ] && echo started > "$STATE/zookeeper.started"
+  if [ -f "$STATE/zookeeper/pid" ]; then echo started > "$STATE/zookeeper.started"; fi
 }
 
 etcd_up() {
@@ -254,7 +254,7 @@ etcd_up() {
   local port=${HARVEST_ETCD_PORT:-23790}
   etcd_ok "http://127.0.0.1:$port" && say "etcd: already running on $port"
   ETCD_ENDPOINTS=$(private_etcd up "$STATE/etcd" "$port")
-  [ -f "$STATE/etcd/pid" ] && echo started > "$STATE/etcd.started"
+  if [ -f "$STATE/etcd/pid" ]; then echo started > "$STATE/etcd.started"; fi
 }
 
 pg_reachable() {
@@ -421,7 +421,7 @@ write_env() {
     echo "export MARIADB_URL=$MARIADB_URL"
     echo "export ZOOKEEPER_ADDR=$ZOOKEEPER_ADDR"
     echo "export ETCD_ENDPOINTS=$ETCD_ENDPOINTS"
-    [ -n "${TANSU_BROKERS:-}" ] && echo "export TANSU_BROKERS=$TANSU_BROKERS"
+    if [ -n "${TANSU_BROKERS:-}" ]; then echo "export TANSU_BROKERS=$TANSU_BROKERS"; fi
     if [ -n "${KAFKA_BROKERS:-}" ]; then
       echo "export KAFKA_BROKERS=$KAFKA_BROKERS"
     else
