@@ -19,6 +19,7 @@
 //! called once per batch, never per record, so one allocation and one indirect call per
 //! statement cost nothing next to the statement's round trip.
 
+mod json_headers;
 pub mod mariadb;
 pub mod memory;
 #[cfg(feature = "mssql")]

@@ -6,8 +6,8 @@
 use sqlx::mysql::MySqlRow;
 use sqlx::Row;
 
-use super::headers;
 use crate::outbox::{Decoded, OutboxRecord};
+use crate::store::json_headers as headers;
 
 /// Decodes a row of `marked.sql`.
 pub(super) fn decode(row: &MySqlRow, require_key: bool) -> Result<Decoded, sqlx::Error> {

@@ -23,7 +23,6 @@
 //! session's `time_zone` to `+00:00`.
 
 mod decode;
-mod headers;
 mod mark;
 mod migrate;
 mod stasher;
@@ -36,7 +35,7 @@ use sqlx::mysql::{MySqlArguments, MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{Connection, Executor, MySql, MySqlPool};
 use uuid::Uuid;
 
-pub use headers::{decode as decode_headers, encode as encode_headers};
+pub use super::json_headers::{decode as decode_headers, encode as encode_headers};
 pub use migrate::migrate;
 pub use stasher::Stasher;
 pub use statements::{quoted, Statements};

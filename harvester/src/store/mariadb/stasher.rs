@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use sqlx::{MySql, Transaction};
 
-use super::headers;
 use super::statements::{chunk_sizes, Statements};
 use crate::error::Error;
 use crate::outbox::{StashRecord, TableName};
+use crate::store::json_headers as headers;
 use crate::store::OutboxConfig;
 use crate::Result;
 

@@ -9,8 +9,8 @@
 
 use tiberius::Row;
 
-use super::headers;
 use crate::outbox::{Decoded, OutboxRecord};
+use crate::store::json_headers as headers;
 
 fn conversion(message: String) -> tiberius::error::Error {
     tiberius::error::Error::Conversion(message.into())
@@ -23,7 +23,7 @@ pub(super) fn decode(row: &Row, require_key: bool) -> Result<Decoded, tiberius::
         .ok_or_else(|| conversion("a marked row has no id".into()))?;
     let keys: &str = row.try_get("header_keys")?.unwrap_or("[]");
     let values: &str = row.try_get("header_values")?.unwrap_or("[]");
-    let headers = match headers::decode(id, keys, values) {
+    let headers = match headers::decode(id, keys.as_bytes(), values.as_bytes()) {
         Ok(h) => h,
         Err(p) => return Ok(Err(p)),
     };

@@ -28,7 +28,6 @@
 
 mod bind;
 mod decode;
-mod headers;
 mod mark;
 mod migrate;
 mod pool;

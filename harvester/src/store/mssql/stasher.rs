@@ -19,10 +19,10 @@ use futures::{AsyncRead, AsyncWrite};
 use tiberius::Client;
 
 use super::bind::{self, Bound};
-use super::headers;
 use super::statements::{chunk_sizes, Statements, MAX_RECORDS};
 use crate::error::Error;
 use crate::outbox::{StashRecord, TableName};
+use crate::store::json_headers as headers;
 use crate::store::OutboxConfig;
 use crate::Result;
 

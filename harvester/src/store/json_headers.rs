@@ -1,19 +1,20 @@
-//! The header columns: SQL Server has no arrays, so a row's headers are two JSON arrays of the
-//! same length in `NVARCHAR(MAX)` columns, `header_keys` (names, strings) and `header_values`
-//! (values, base64 strings, since JSON holds text and header values are bytes). Two parallel
-//! arrays rather than one array of pairs keep the Postgres native table's layout, and with it
-//! the same poison rule: arrays of different lengths (and here also anything that is not an
-//! array of strings, or bad base64) make the row poison, quarantined with the cause, never an
-//! error that stops marking.
+//! The header columns of the stores without arrays (MariaDB, SQL Server): a row's headers are
+//! two JSON arrays of the same length, `header_keys` (names, strings) and `header_values` (values,
+//! base64 strings, since JSON holds text and header values are bytes). Two parallel arrays rather
+//! than one array of pairs keep the Postgres native table's layout, and with it the same poison
+//! rule: arrays of different lengths (and here also anything that is not an array of strings, or
+//! bad base64) make the row poison, quarantined with the cause, never an error that stops
+//! marking. One codec for both, so the two tables hold the same text for the same headers.
 //!
 //! Base64 is [`crate::base64`]'s: RFC 4648 with padding, whose decoder skips ASCII whitespace,
-//! so values a writer's encoder broke into lines decode.
+//! so values written with MariaDB's `TO_BASE64()` (which breaks lines) decode.
 
 use crate::base64::{decode as unbase64, encode as base64};
 use crate::outbox::{zip_headers, Poison};
 
-/// The two JSON columns of `headers`: names, and base64 values.
-pub(super) fn encode(headers: &[(String, Vec<u8>)]) -> (String, String) {
+/// The two JSON columns of `headers`: names, and base64 values (what the stasher writes; a
+/// bulk loader writing rows itself uses this too, so the store reads them back alike).
+pub fn encode(headers: &[(String, Vec<u8>)]) -> (String, String) {
     let keys: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
     let values: Vec<String> = headers.iter().map(|(_, v)| base64(v)).collect();
     (
@@ -23,9 +24,9 @@ pub(super) fn encode(headers: &[(String, Vec<u8>)]) -> (String, String) {
 }
 
 /// The headers of row `id` from its two JSON columns, or the poison that says what is wrong.
-pub(super) fn decode(id: i64, keys: &str, values: &str) -> Result<Vec<(String, Vec<u8>)>, Poison> {
-    let strings = |column: &str, json: &str| {
-        serde_json::from_str::<Vec<String>>(json).map_err(|e| Poison {
+pub fn decode(id: i64, keys: &[u8], values: &[u8]) -> Result<Vec<(String, Vec<u8>)>, Poison> {
+    let strings = |column: &str, json: &[u8]| {
+        serde_json::from_slice::<Vec<String>>(json).map_err(|e| Poison {
             id,
             reason: format!("row {id}: {column} is not a JSON array of strings ({e})"),
         })
@@ -57,12 +58,12 @@ mod tests {
         let (keys, values) = encode(&headers);
         assert_eq!(keys, r#"["trace","bin","empty","ünï\"code"]"#);
         assert_eq!(values, r#"["YWJj","AP8H","","4pyT"]"#);
-        assert_eq!(decode(1, &keys, &values), Ok(headers));
+        assert_eq!(decode(1, keys.as_bytes(), values.as_bytes()), Ok(headers));
         assert_eq!(encode(&[]), ("[]".to_owned(), "[]".to_owned()));
-        assert_eq!(decode(1, "[]", "[]"), Ok(Vec::new()));
+        assert_eq!(decode(1, b"[]", b"[]"), Ok(Vec::new()));
         // Line breaks inside a value (as some base64 writers put them) are skipped.
         assert_eq!(
-            decode(1, r#"["a"]"#, "[\"YW\\r\\nJj\"]"),
+            decode(1, br#"["a"]"#, b"[\"YW\\r\\nJj\"]"),
             Ok(vec![("a".to_owned(), b"abc".to_vec())])
         );
     }
@@ -90,7 +91,7 @@ mod tests {
             (r#"["a"]"#, r#"["@@@@"]"#, "header value 0 is not base64"),
         ];
         for (keys, values, why) in cases {
-            let p = decode(9, keys, values).unwrap_err();
+            let p = decode(9, keys.as_bytes(), values.as_bytes()).unwrap_err();
             assert_eq!(p.id, 9);
             assert!(
                 p.reason.starts_with("row 9: ") && p.reason.contains(why),
