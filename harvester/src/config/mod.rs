@@ -104,8 +104,8 @@ pub struct Limits {
     /// Interval of `Meter` events. Default 5s.
     #[serde(with = "humantime_serde")]
     pub min_metrics_interval: Duration,
-    /// A shard whose deliveries have all failed (transiently, at least 3 in a row, none
-    /// succeeding) for this long has a stuck producer: the pipeline restarts with fresh
+    /// A shard holding records whose deliveries have all failed (transiently, none succeeding
+    /// since the first failure) for this long has a stuck producer: the pipeline restarts with fresh
     /// producers, which get a new producer id from the broker. Default 60s.
     #[serde(with = "humantime_serde")]
     pub producer_stall_timeout: Duration,

@@ -336,8 +336,10 @@ impl Shard {
     }
 
     async fn on_tick(&mut self, draining: bool) -> Result<()> {
-        if let Some((failing, failures)) = self.stall.stuck(Instant::now()) {
-            return Err(self.stuck(failing, failures));
+        if !self.keys.is_empty() {
+            if let Some((failing, failures)) = self.stall.stuck(Instant::now()) {
+                return Err(self.stuck(failing, failures));
+            }
         }
         let queued = i64::from(self.producer.queue_len());
         self.ctx

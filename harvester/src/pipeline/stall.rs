@@ -12,8 +12,11 @@
 
 use std::time::{Duration, Instant};
 
-/// Failures in a row before a producer may be called stuck, however long they took.
-pub const MIN_FAILURES: u32 = 3;
+/// Failures in a row before a producer may be called stuck, however long they took. One: a
+/// wedged producer may fail a shard's only record in flight once and then hold everything else
+/// without a report (the embedded broker after PRODUCER_FENCED, tansu), so a count above one can
+/// be a count never reached. A shard asks only while it holds records (see `Shard::on_tick`).
+pub const MIN_FAILURES: u32 = 1;
 
 /// Consecutive transient delivery failures of one shard since its last success.
 #[derive(Debug)]
@@ -73,41 +76,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stuck_only_after_the_limit_and_enough_failures_without_a_success() {
-        let t0 = Instant::now();
-        let s = Duration::from_secs;
-        let mut stall = Stall::new(s(10));
-        assert_eq!(stall.failure(t0, &"e"), None);
-        assert_eq!(
-            stall.failure(t0 + s(11), &"e"),
-            None,
-            "two failures are not enough"
-        );
-        assert_eq!(stall.failure(t0 + s(12), &"timed out"), Some((s(12), 3)));
-        assert_eq!(stall.last(), "timed out");
-        stall.success();
-        assert_eq!(stall.failure(t0 + s(20), &"e"), None);
-        assert_eq!(stall.failure(t0 + s(21), &"e"), None);
-        assert_eq!(
-            stall.failure(t0 + s(22), &"e"),
-            None,
-            "counted from the first failure after the success"
-        );
-        assert_eq!(stall.failure(t0 + s(30), &"e"), Some((s(10), 4)));
-    }
-
-    #[test]
-    fn stuck_without_a_further_failure_once_the_limit_passes() {
+    fn stuck_once_the_limit_passes_after_a_failure_without_a_success() {
         let t0 = Instant::now();
         let s = Duration::from_secs;
         let mut stall = Stall::new(s(10));
         assert_eq!(stall.stuck(t0 + s(60)), None, "no failure: not stuck");
-        for i in 0..3 {
-            assert_eq!(stall.failure(t0 + s(i), &"e"), None);
-        }
+        assert_eq!(stall.failure(t0, &"e"), None);
         assert_eq!(stall.stuck(t0 + s(9)), None);
-        assert_eq!(stall.stuck(t0 + s(10)), Some((s(10), 3)));
+        assert_eq!(stall.stuck(t0 + s(10)), Some((s(10), 1)));
+        assert_eq!(stall.failure(t0 + s(12), &"timed out"), Some((s(12), 2)));
+        assert_eq!(stall.last(), "timed out");
         stall.success();
         assert_eq!(stall.stuck(t0 + s(60)), None);
+        assert_eq!(stall.failure(t0 + s(20), &"e"), None);
+        assert_eq!(
+            stall.failure(t0 + s(29), &"e"),
+            None,
+            "counted from the first failure after the success"
+        );
+        assert_eq!(stall.stuck(t0 + s(30)), Some((s(10), 2)));
     }
 }
