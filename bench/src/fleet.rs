@@ -139,6 +139,15 @@ impl Member {
             .unwrap_or(0)
     }
 
+    /// A cumulative counter of its last meter event (0 before the first).
+    pub fn last_meter(&self, field: &str) -> u64 {
+        self.proc
+            .lines_of("meter")
+            .last()
+            .and_then(|l| l.value[field].as_u64())
+            .unwrap_or(0)
+    }
+
     /// Every meter event's (arrival, cumulative `published` count), oldest first.
     pub fn published_series(&self) -> Vec<(Instant, u64)> {
         self.proc

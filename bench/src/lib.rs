@@ -31,6 +31,7 @@ pub mod analysis;
 pub mod capacity;
 pub mod ceiling;
 pub mod cli;
+pub mod dbwork;
 pub mod electors;
 mod error;
 pub mod fleet;

@@ -319,3 +319,62 @@ impl Drop for PrivateCluster {
         let _ = self.script("down");
     }
 }
+
+/// Cumulative access counters of the outbox table (`pg_stat_user_tables`), read before and
+/// after a scenario to show how much the harvester's statements walk per delivered record.
+/// Backends report these when a transaction ends (at most once a second) and when they exit,
+/// so the reading after a run is taken once the harvesters have stopped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableWork {
+    /// Index scans started on the table's indexes.
+    pub index_scans: i64,
+    /// Live heap rows fetched by those scans (`idx_tup_fetch`).
+    pub index_tuples_fetched: i64,
+    /// Sequential scans and the rows they read: the bench's own polls of the outbox's row
+    /// count are among them, so they are kept here and not reported per record.
+    pub seq_scans: i64,
+    pub seq_tuples_read: i64,
+    pub updated: i64,
+    /// Of `updated`, those that were HOT (no new index entry).
+    pub hot_updated: i64,
+    pub deleted: i64,
+}
+
+impl TableWork {
+    /// What happened between `self` (before) and `after`.
+    pub fn delta(&self, after: &TableWork) -> TableWork {
+        TableWork {
+            index_scans: after.index_scans - self.index_scans,
+            index_tuples_fetched: after.index_tuples_fetched - self.index_tuples_fetched,
+            seq_scans: after.seq_scans - self.seq_scans,
+            seq_tuples_read: after.seq_tuples_read - self.seq_tuples_read,
+            updated: after.updated - self.updated,
+            hot_updated: after.hot_updated - self.hot_updated,
+            deleted: after.deleted - self.deleted,
+        }
+    }
+}
+
+/// The access counters of `table` (a quoted, qualified name).
+pub async fn table_work(pool: &PgPool, table: &str) -> Result<TableWork, BenchError> {
+    let row: (i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT COALESCE(s.idx_scan, 0), COALESCE(s.idx_tup_fetch, 0), \
+                COALESCE(s.seq_scan, 0), COALESCE(s.seq_tup_read, 0), \
+                COALESCE(s.n_tup_upd, 0), COALESCE(s.n_tup_hot_upd, 0), COALESCE(s.n_tup_del, 0) \
+         FROM (SELECT $1::regclass AS rel) r \
+         LEFT JOIN pg_stat_user_tables s ON s.relid = r.rel",
+    )
+    .bind(table)
+    .fetch_one(pool)
+    .await
+    .map_err(BenchError::db(format!("read access counters of {table}")))?;
+    Ok(TableWork {
+        index_scans: row.0,
+        index_tuples_fetched: row.1,
+        seq_scans: row.2,
+        seq_tuples_read: row.3,
+        updated: row.4,
+        hot_updated: row.5,
+        deleted: row.6,
+    })
+}

@@ -154,6 +154,9 @@ pub struct RunResult {
     /// The outbox table after the run: autovacuums, dead rows, heap and index bytes.
     #[serde(default)]
     pub outbox_after: Option<crate::pg::TableVacuum>,
+    /// Rows per mark and purge statement, and the outbox table's index work per record.
+    #[serde(default)]
+    pub db_work: Option<crate::dbwork::DbWork>,
     /// Commit (open loop: intended start) -> receipt.
     pub latency_ms: Option<Percentiles>,
     pub latency_from_commit_ms: Option<Percentiles>,
@@ -487,6 +490,9 @@ pub fn markdown(
             );
         }
         let _ = writeln!(s, "  - {}", cpu_line(&r.cpu));
+        if let Some(w) = &r.db_work {
+            let _ = writeln!(s, "  - {}", w.describe());
+        }
         let evicting: Vec<String> = r
             .log
             .iter()

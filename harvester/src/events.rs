@@ -30,7 +30,7 @@ impl HarvestEvent {
                 "kind": "meter", "t": t, "published": s.published, "purged": s.purged,
                 "in_flight_records": s.in_flight_records, "in_flight_keys": s.in_flight_keys,
                 "reset": s.reset, "quarantined": s.quarantined, "remarks": s.remarks,
-                "marked": s.marked, "mark_queries": s.mark_queries,
+                "marked": s.marked, "mark_queries": s.mark_queries, "purge_queries": s.purge_queries,
             }),
         }
     }

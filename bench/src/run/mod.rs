@@ -387,6 +387,10 @@ async fn run_on(
         Some(pool) => Some(pg::snapshot(pool).await?),
         None => None,
     };
+    let table_before = match ground.db.postgres() {
+        Some(pool) => pg::table_work(pool, &ground.table.quoted()).await.ok(),
+        None => None,
+    };
     let settings =
         crate::electors::settings(&ground.group, scenario.settings(&bench.base), &bench.extra)?;
     let t0 = Instant::now();
@@ -532,6 +536,20 @@ async fn run_on(
         .iter()
         .map(crate::fleet::Member::last_published)
         .sum();
+    let metered = |field: &str| {
+        fleet
+            .members
+            .iter()
+            .map(|m| m.last_meter(field))
+            .sum::<u64>()
+    };
+    let mut db_work = crate::dbwork::DbWork {
+        mark_statements: metered("mark_queries"),
+        rows_marked: metered("marked"),
+        purge_statements: metered("purge_queries"),
+        rows_purged: metered("purged"),
+        ..Default::default()
+    };
     let log_records = tokio::task::block_in_place(|| {
         crate::receipts::log_records(broker.bootstrap(), &ground.topic, partitions)
     })?;
@@ -581,6 +599,12 @@ async fn run_on(
         Some(pool) => pg::table_vacuum(pool, &ground.table.quoted()).await.ok(),
         None => None,
     };
+    // The harvesters have exited, so their backends have reported their counters.
+    if let (Some(pool), Some(before)) = (ground.db.postgres(), table_before) {
+        if let Ok(after) = pg::table_work(pool, &ground.table.quoted()).await {
+            db_work.table = Some(before.delta(&after));
+        }
+    }
     // Per-record figures divide by what the verifier saw delivered, or, when it did not read,
     // by what the harvesters had acknowledged.
     let delivered = if unverifiable {
@@ -588,6 +612,7 @@ async fn run_on(
     } else {
         a.correctness.delivered.max(1)
     } as f64;
+    db_work.delivered = delivered as u64;
 
     let drain = scenario.backlog.and_then(|b| {
         let start = fleet.first_acquired()?;
@@ -712,6 +737,7 @@ async fn run_on(
         drain: Some(drained),
         cpu,
         outbox_after,
+        db_work: Some(db_work),
         latency_ms: a.latency,
         latency_from_commit_ms: a.latency_from_commit,
         drain_records_per_s: drain,

@@ -109,3 +109,18 @@ fn producer_delivery_timeout_defaults_below_the_session_and_larger_is_refused() 
         Some("12000")
     );
 }
+
+#[test]
+fn a_mark_batch_wait_longer_than_the_idle_poll_is_refused() {
+    let mut c = Config::default();
+    assert_eq!(c.limits.mark_batch_wait, Duration::from_millis(20));
+    c.limits.mark_batch_wait = Duration::from_secs(2);
+    let problems = c.problems();
+    let p = problems
+        .iter()
+        .find(|p| p.field == "limits.mark_batch_wait")
+        .expect("mark_batch_wait above idle_poll_interval must be refused");
+    assert!(p.message.contains("idle_poll_interval"), "{}", p.message);
+    c.limits.mark_batch_wait = Duration::ZERO;
+    c.validate().unwrap();
+}

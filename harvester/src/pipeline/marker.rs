@@ -41,15 +41,10 @@ pub(crate) async fn run(
         }
         // Permits first: never mark more than may be held.
         let want = limits.mark_query_records.min(limits.max_in_flight_records);
-        let n = ctx.permits.available_permits().clamp(1, want);
-        tokio::select! {
-            permit = ctx.permits.acquire_many(n as u32) => match permit {
-                Ok(p) => p.forget(),
-                Err(_) => return Ok(()),
-            },
-            () = graceful.cancelled() => return Ok(()),
-            () = hard.cancelled() => return Ok(()),
-        }
+        let Some(n) = take_permits(&ctx, want, limits.mark_batch_wait, &graceful, &hard).await
+        else {
+            return Ok(());
+        };
         ctx.stats
             .in_flight_records
             .fetch_add(n as i64, Ordering::Relaxed);
@@ -127,6 +122,63 @@ pub(crate) async fn run(
                 () = hard.cancelled() => return Ok(()),
             }
         }
+    }
+}
+
+/// Takes between 1 and `want` permits: every free one up to `want`. When fewer than a useful
+/// batch (a quarter of `want`) are free, the pipeline is nearly full, and the marker first waits
+/// up to `wait` for that many: records that full a pipeline holds take longer than `wait` to
+/// go out, so the wait costs no throughput, and it turns a busy hot key's one-row marks (each
+/// freed permit marked at once) into batches. `None` when the term ends.
+async fn take_permits(
+    ctx: &TermContext,
+    want: usize,
+    wait: Duration,
+    graceful: &CancellationToken,
+    hard: &CancellationToken,
+) -> Option<usize> {
+    let useful = (want / 4).max(1);
+    if ctx.permits.available_permits() < useful && !wait.is_zero() {
+        tokio::select! {
+            got = tokio::time::timeout(wait, ctx.permits.acquire_many(useful as u32)) => match got {
+                Ok(Ok(p)) => p.forget(),
+                Ok(Err(_)) => return None,
+                Err(_) => return take_free(ctx, want, graceful, hard).await,
+            },
+            () = graceful.cancelled() => return None,
+            () = hard.cancelled() => return None,
+        }
+        // Only the marker takes permits, so what is free now can only grow.
+        let extra = ctx.permits.available_permits().min(want - useful);
+        if extra > 0 {
+            if let Ok(p) = ctx.permits.try_acquire_many(extra as u32) {
+                p.forget();
+                return Some(useful + extra);
+            }
+        }
+        return Some(useful);
+    }
+    take_free(ctx, want, graceful, hard).await
+}
+
+/// Takes every free permit up to `want`, or waits for one.
+async fn take_free(
+    ctx: &TermContext,
+    want: usize,
+    graceful: &CancellationToken,
+    hard: &CancellationToken,
+) -> Option<usize> {
+    let n = ctx.permits.available_permits().clamp(1, want);
+    tokio::select! {
+        permit = ctx.permits.acquire_many(n as u32) => match permit {
+            Ok(p) => {
+                p.forget();
+                Some(n)
+            }
+            Err(_) => None,
+        },
+        () = graceful.cancelled() => None,
+        () = hard.cancelled() => None,
     }
 }
 

@@ -236,6 +236,7 @@ pub(crate) async fn run_term(
         graceful.clone(),
         hard.clone(),
     ));
+    let narrower_stop = narrower.abort_handle();
     let marker = marker::run(
         Arc::clone(&ctx),
         batch_txs,
@@ -243,10 +244,17 @@ pub(crate) async fn run_term(
         graceful,
         hard.clone(),
     );
-    let mut first_error = marker.await.err();
-    // The narrower holds senders of the shards' channels: the shards drain once it is gone.
-    narrower.abort();
-    let _ = narrower.await;
+    // The marker is joined with the other stages, so that a stage that fails stops the pipeline
+    // at once: awaited first, it kept marking while a shard that had given up its stuck producer
+    // was gone, and with nothing new for that shard (its held rows still marked) it never
+    // learned, so the term never restarted.
+    tasks.spawn(async move {
+        let ended = marker.await;
+        // The narrower holds senders of the shards' channels: the shards drain once it is gone.
+        narrower_stop.abort();
+        ended
+    });
+    let mut first_error = None;
     while let Some(joined) = tasks.join_next().await {
         match joined {
             Ok(Err(e)) if first_error.is_none() => {
@@ -260,6 +268,8 @@ pub(crate) async fn run_term(
             _ => {}
         }
     }
+    narrower.abort();
+    let _ = narrower.await;
     match first_error {
         Some(e) => Err(e),
         None => Ok(()),

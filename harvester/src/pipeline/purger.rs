@@ -139,6 +139,7 @@ async fn purge(ctx: &TermContext, ids: &[i64]) -> Result<()> {
         .observe_duration(started.elapsed());
     ctx.stats.purge_batch.0.observe(ids.len() as f64);
     Stats::add(&ctx.stats.purged, deleted);
+    Stats::add(&ctx.stats.purge_queries, 1);
     let missed = ids.len() as u64 - deleted.min(ids.len() as u64);
     if missed > 0 {
         // Re-marked by a newer leader (we are stale) or already gone: not ours to delete.

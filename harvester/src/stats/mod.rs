@@ -38,6 +38,8 @@ pub struct Stats {
     pub mark_queries: AtomicU64,
     pub published: AtomicU64,
     pub purged: AtomicU64,
+    /// Purge statements run (each deletes a batch of acknowledged rows).
+    pub purge_queries: AtomicU64,
     pub purge_misses: AtomicU64,
     pub reset: AtomicU64,
     pub quarantined: AtomicU64,
@@ -81,6 +83,8 @@ pub struct StatsSnapshot {
     pub published: u64,
     /// Rows deleted after acknowledgement.
     pub purged: u64,
+    /// Purge statements run (each deletes a batch of acknowledged rows).
+    pub purge_queries: u64,
     /// Acknowledged rows that were no longer ours to delete (re-marked by a newer leader).
     pub purge_misses: u64,
     /// Rows reset for re-marking after a failed delivery.
@@ -106,6 +110,7 @@ impl Stats {
             mark_queries: r(&self.mark_queries),
             published: r(&self.published),
             purged: r(&self.purged),
+            purge_queries: r(&self.purge_queries),
             purge_misses: r(&self.purge_misses),
             reset: r(&self.reset),
             quarantined: r(&self.quarantined),
