@@ -124,3 +124,34 @@ fn a_mark_batch_wait_longer_than_the_idle_poll_is_refused() {
     c.limits.mark_batch_wait = Duration::ZERO;
     c.validate().unwrap();
 }
+
+#[test]
+fn more_than_one_record_of_a_key_in_flight_needs_the_gapless_guarantee() {
+    let mut c = Config::default();
+    assert_eq!(c.limits.max_in_flight_per_key, 1);
+    c.limits.max_in_flight_per_key = 8;
+    let problems = c.problems();
+    let p = problems
+        .iter()
+        .find(|p| p.field == "limits.max_in_flight_per_key")
+        .expect("8 per key without gapless must be refused");
+    assert!(
+        p.message.contains("enable.gapless.guarantee"),
+        "{}",
+        p.message
+    );
+    assert!(p.message.contains("reordering"), "{}", p.message);
+    c.producer_kafka = KafkaConfig::empty().set("enable.gapless.guarantee", "true");
+    c.validate().unwrap();
+    c.limits.max_in_flight_per_key = 5000;
+    assert!(c
+        .problems()
+        .iter()
+        .any(|p| p.field == "limits.max_in_flight_per_key"
+            && p.message.contains("max_in_flight_records")));
+    c.limits.max_in_flight_per_key = 0;
+    assert!(c
+        .problems()
+        .iter()
+        .any(|p| p.field == "limits.max_in_flight_per_key" && p.message.contains("at least 1")));
+}

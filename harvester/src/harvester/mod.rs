@@ -81,6 +81,8 @@ pub struct Harvester {
     status: Arc<RwLock<Status>>,
     events: broadcast::Sender<HarvestEvent>,
     epochs: AtomicU64,
+    /// Outlives terms: see `TermContext::fatal_rows`.
+    fatal_rows: crate::pipeline::FatalRows,
 }
 
 /// Who says what this harvester may work on.
@@ -166,6 +168,7 @@ impl Harvester {
             })),
             events,
             epochs: AtomicU64::new(0),
+            fatal_rows: crate::pipeline::FatalRows::default(),
         })
     }
 
@@ -456,6 +459,7 @@ impl Harvester {
             on_refresh: refresh.clone(),
             wake_marker: tokio::sync::Notify::new(),
             epoch,
+            fatal_rows: Arc::clone(&self.fatal_rows),
         });
         let graceful = CancellationToken::new();
         let hard = CancellationToken::new();

@@ -1,8 +1,9 @@
 //! A shard's per-key ordering state, kept apart from its I/O.
 //!
 //! Per-key causal order rests on this structure alone: each key's rows wait in a queue sorted by
-//! id, only the front may be in flight, and a key whose rows were reset stays blocked until those
-//! rows come back from the marker. Holding it free of channels, producers and the clock makes it
+//! id, only the first `window` of them may be in flight (sent, or acknowledged and not yet
+//! purged; `limits.max_in_flight_per_key`, 1 by default: only the front), and a key whose rows
+//! were reset stays blocked until those rows come back from the marker. Holding it free of channels, producers and the clock makes it
 //! testable on its own and measurable by the micro-benchmarks (`bench::hotpaths`), which is why it
 //! is public; embedding the harvester never needs it.
 //!
@@ -76,6 +77,8 @@ pub struct KeyQueues<S = RandomState> {
     /// Row id -> key, for every row held.
     index: HashMap<i64, Key, S>,
     blocked: HashMap<Key, Blocked, S>,
+    /// Rows of one key that may be in flight at once (at least 1).
+    window: usize,
 }
 
 impl<S: BuildHasher + Default> Default for KeyQueues<S> {
@@ -84,6 +87,7 @@ impl<S: BuildHasher + Default> Default for KeyQueues<S> {
             queues: HashMap::default(),
             index: HashMap::default(),
             blocked: HashMap::default(),
+            window: 1,
         }
     }
 }
@@ -95,6 +99,12 @@ impl KeyQueues {
 }
 
 impl<S: BuildHasher + Default> KeyQueues<S> {
+    /// Lets up to `window` rows of a key be in flight at once (at least 1).
+    pub fn with_window(mut self, window: usize) -> Self {
+        self.window = window.max(1);
+        self
+    }
+
     /// Rows held.
     pub fn len(&self) -> usize {
         self.index.len()
@@ -165,8 +175,10 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
         Admitted::Queued { key, new_key }
     }
 
-    /// The key's front, if it may be sent now: queued, and the key not blocked (a block whose
-    /// rows have all come back is lifted here).
+    /// The key's next row to send, if one may go now: the first queued row among the key's first
+    /// `window` rows (with a window of 1, the front), and the key not blocked (a block whose
+    /// rows have all come back is lifted here). Rows are sent in queue order, so every row before
+    /// it is in flight.
     pub fn sendable(&mut self, key: &Key) -> Option<&mut Held> {
         if !self.blocked.is_empty() {
             if let Some(b) = self.blocked.get(key) {
@@ -176,10 +188,16 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
                 self.blocked.remove(key);
             }
         }
-        self.queues
-            .get_mut(key)
-            .and_then(|q| q.front_mut())
-            .filter(|front| front.state == State::Queued)
+        let queue = self.queues.get_mut(key)?;
+        if self.window == 1 {
+            return queue
+                .front_mut()
+                .filter(|front| front.state == State::Queued);
+        }
+        queue
+            .iter_mut()
+            .take(self.window)
+            .find(|h| h.state == State::Queued)
     }
 
     /// The held record with this id.
@@ -325,6 +343,33 @@ mod tests {
         assert_eq!(q.finish(2), Finished::KeyEmpty);
         assert_eq!(q.finish(2), Finished::NotHeld);
         assert_eq!((q.len(), q.keys()), (1, 1));
+    }
+
+    #[test]
+    fn a_window_lets_that_many_rows_of_a_key_go_in_order() {
+        let mut q = KeyQueues::new().with_window(3);
+        for id in 1..=5 {
+            q.admit(rec(id, "a"));
+        }
+        assert_eq!(send(&mut q, "a"), Some(1));
+        assert_eq!(send(&mut q, "a"), Some(2));
+        assert_eq!(send(&mut q, "a"), Some(3));
+        assert_eq!(send(&mut q, "a"), None, "three in flight");
+        // Acknowledged but not purged still counts: a crash re-sends at most the window.
+        q.held_mut(1).unwrap().state = State::Purging;
+        assert_eq!(send(&mut q, "a"), None, "1 acknowledged, not yet purged");
+        assert_eq!(q.finish(1), Finished::Next(k("a")));
+        assert_eq!(send(&mut q, "a"), Some(4));
+        assert_eq!(send(&mut q, "a"), None);
+        // A reset takes the whole key, in flight or not, and blocks it until its rows return.
+        assert_eq!(q.reset(&k("a")), Some(vec![2, 3, 4, 5]));
+        for id in [5, 3, 4, 2] {
+            q.admit(rec(id, "a"));
+        }
+        assert_eq!(send(&mut q, "a"), Some(2), "returned rows go in id order");
+        assert_eq!(send(&mut q, "a"), Some(3));
+        assert_eq!(send(&mut q, "a"), Some(4));
+        assert_eq!(send(&mut q, "a"), None);
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub mod route;
 mod shard;
 mod stall;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -140,7 +140,14 @@ pub(crate) struct TermContext {
     /// Wakes an idle marker: reset rows are waiting to be re-marked.
     pub wake_marker: tokio::sync::Notify,
     pub epoch: u64,
+    /// Rows whose own error came with a dead producer, and how often, across this harvester's
+    /// terms (see `Shard::on_failure`): a row the broker refuses would otherwise restart the
+    /// pipeline for ever. Touched only on such failures.
+    pub fatal_rows: FatalRows,
 }
+
+/// See [`TermContext::fatal_rows`].
+pub(crate) type FatalRows = Arc<parking_lot::Mutex<HashMap<i64, u32>>>;
 
 impl std::fmt::Debug for TermContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

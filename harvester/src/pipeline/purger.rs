@@ -166,7 +166,8 @@ async fn reset(ctx: &TermContext, ids: &[i64]) {
     }
 }
 
-async fn quarantine(ctx: &TermContext, id: i64, reason: &str) -> Result<()> {
+/// Moves one row to the quarantine (conditioned on this term's generations).
+pub(crate) async fn quarantine(ctx: &TermContext, id: i64, reason: &str) -> Result<()> {
     let action = format!("quarantine row {id}");
     let moved = conditioned(ctx, |generations| {
         let action = &action;

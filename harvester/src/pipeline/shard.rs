@@ -1,7 +1,8 @@
 //! A producer shard: per-key ordered queues in front of one idempotent producer.
 //!
 //! Each key's queue is sorted by id; its front is the only record of the key that may be in
-//! flight, and it stays at the front until the purger reports the row gone. A failed delivery
+//! flight (the first `limits.max_in_flight_per_key` of them, when that is above 1), and it stays
+//! at the front until the purger reports the row gone. A failed delivery
 //! drops the key's rows from memory (the purger resets them in the table) and blocks the key
 //! until those rows come back from the marker, so a record of the key already on its way from an
 //! earlier mark cannot overtake them.
@@ -49,10 +50,10 @@ impl Shard {
     ) -> Self {
         Shard {
             stall: Stall::new(ctx.limits.producer_stall_timeout),
+            keys: KeyQueues::new().with_window(ctx.limits.max_in_flight_per_key),
             ctx,
             producer,
             purger,
-            keys: KeyQueues::new(),
             attempts: HashMap::new(),
             retry: Vec::new(),
             outstanding: 0,
@@ -160,30 +161,36 @@ impl Shard {
         Ok(())
     }
 
-    /// Sends the key's front if it is queued and the key is not blocked.
+    /// Sends what the key may send now: its queued rows within the key's window
+    /// (`limits.max_in_flight_per_key`; by default the front alone), unless it is blocked.
     async fn maybe_send(&mut self, key: &Key) -> Result<()> {
-        let Some(front) = self.keys.sendable(key) else {
-            return Ok(());
-        };
-        if !self.ctx.may_act() {
-            self.retry.push(key.clone());
-            return Ok(());
-        }
-        match self.producer.send(self.ctx.epoch, &front.record) {
-            Ok(()) => {
-                front.state = State::Sent;
-                front.sent_at = Some(Instant::now());
-                self.outstanding += 1;
-                Ok(())
-            }
-            Err(SendError::QueueFull) => {
+        let one = self.ctx.limits.max_in_flight_per_key <= 1;
+        loop {
+            let Some(front) = self.keys.sendable(key) else {
+                return Ok(());
+            };
+            if !self.ctx.may_act() {
                 self.retry.push(key.clone());
-                Ok(())
+                return Ok(());
             }
-            Err(SendError::Failed(e)) => {
-                let id = front.record.id;
-                self.outstanding += 1; // balanced by on_failure
-                self.on_failure(id, &e).await
+            match self.producer.send(self.ctx.epoch, &front.record) {
+                Ok(()) => {
+                    front.state = State::Sent;
+                    front.sent_at = Some(Instant::now());
+                    self.outstanding += 1;
+                    if one {
+                        return Ok(());
+                    }
+                }
+                Err(SendError::QueueFull) => {
+                    self.retry.push(key.clone());
+                    return Ok(());
+                }
+                Err(SendError::Failed(e)) => {
+                    let id = front.record.id;
+                    self.outstanding += 1; // balanced by on_failure
+                    return self.on_failure(id, &e).await;
+                }
             }
         }
     }
@@ -237,6 +244,7 @@ impl Shard {
         if let Some(fatal) = self.producer.fatal_error() {
             // A dead producer fails every record; resetting them would loop forever. The
             // pipeline stops and the term restarts it with fresh producers (a new producer id).
+            self.on_fatal(id, error).await?;
             return Err(Error::Pipeline(format!(
                 "shard {}: producer failed fatally ({fatal}); replacing it",
                 self.producer.shard
@@ -281,6 +289,36 @@ impl Shard {
             return Ok(());
         };
         self.reset_key(&key).await
+    }
+
+    /// A row failed and the producer is dead. The row's own error may be why: with
+    /// `enable.gapless.guarantee` (needed for more than one record of a key in flight)
+    /// librdkafka fails the producer rather than send past a record the broker refused. Such a
+    /// row would restart the pipeline for ever, so it is counted across terms and quarantined
+    /// as `max_delivery_attempts` says: at once when it can never succeed, after that many
+    /// restarts when it may be a misconfiguration. The quarantine is written here, before the
+    /// pipeline stops (a message to the purger could be dropped with it).
+    async fn on_fatal(&mut self, id: i64, error: &rdkafka::error::KafkaError) -> Result<()> {
+        let class = classify(error);
+        if !matches!(class, Failure::Permanent | Failure::Suspect) {
+            return Ok(());
+        }
+        let restarts = {
+            let mut rows = self.ctx.fatal_rows.lock();
+            let n = rows.entry(id).or_insert(0);
+            *n += 1;
+            *n
+        };
+        if class == Failure::Suspect && restarts < self.ctx.limits.max_delivery_attempts {
+            return Ok(());
+        }
+        let reason = format!(
+            "row {id}: delivery failed after {restarts} attempt(s), each failing the producer: {error}"
+        );
+        tracing::warn!(id, "quarantining: {reason}");
+        super::purger::quarantine(&self.ctx, id, &reason).await?;
+        self.ctx.fatal_rows.lock().remove(&id);
+        Ok(())
     }
 
     /// Drops the key's rows from memory, resets them in the table, and blocks the key until
