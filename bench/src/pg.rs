@@ -341,9 +341,10 @@ pub struct TableWork {
 }
 
 impl TableWork {
-    /// What happened between `self` (before) and `after`.
-    pub fn delta(&self, after: &TableWork) -> TableWork {
-        TableWork {
+    /// What happened between `self` (before) and `after`; `None` when a counter went back
+    /// (the statistics were reset meanwhile).
+    pub fn delta(&self, after: &TableWork) -> Option<TableWork> {
+        let d = TableWork {
             index_scans: after.index_scans - self.index_scans,
             index_tuples_fetched: after.index_tuples_fetched - self.index_tuples_fetched,
             seq_scans: after.seq_scans - self.seq_scans,
@@ -351,7 +352,17 @@ impl TableWork {
             updated: after.updated - self.updated,
             hot_updated: after.hot_updated - self.hot_updated,
             deleted: after.deleted - self.deleted,
-        }
+        };
+        let all = [
+            d.index_scans,
+            d.index_tuples_fetched,
+            d.seq_scans,
+            d.seq_tuples_read,
+            d.updated,
+            d.hot_updated,
+            d.deleted,
+        ];
+        all.iter().all(|v| *v >= 0).then_some(d)
     }
 }
 

@@ -602,7 +602,7 @@ async fn run_on(
     // The harvesters have exited, so their backends have reported their counters.
     if let (Some(pool), Some(before)) = (ground.db.postgres(), table_before) {
         if let Ok(after) = pg::table_work(pool, &ground.table.quoted()).await {
-            db_work.table = Some(before.delta(&after));
+            db_work.table = before.delta(&after);
         }
     }
     // Per-record figures divide by what the verifier saw delivered, or, when it did not read,

@@ -94,7 +94,9 @@ pub struct Limits {
     /// see up to this many records of a key again, after newer ones (the unpurged suffix is
     /// sent once more). Needs `producer_kafka."enable.gapless.guarantee" = "true"`: librdkafka
     /// then fails the producer instead of letting a later record of a partition land after a
-    /// failed one, and the pipeline replaces it and sends the key's rows again in order.
+    /// failed one, and the pipeline replaces it and sends the key's rows again in order (a
+    /// message timeout, which that guarantee does not cover, stops the pipeline the same way).
+    /// A key's rows bound for another topic or an explicit partition go one window at a time.
     pub max_in_flight_per_key: usize,
     /// Producer shards, each with its own idempotent producer; keys are routed by FNV-1a.
     /// Default 8.

@@ -56,6 +56,17 @@ pub enum Admitted {
     Queued { key: Key, new_key: bool },
 }
 
+/// What [`KeyQueues::reset`] took from a key.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ResetRows {
+    /// Every row dropped (queued or sent), in queue order: the reset statement's ids.
+    pub ids: Vec<i64>,
+    /// Of those, the rows that were sent (their reports will be ignored).
+    pub sent: Vec<i64>,
+    /// The key holds nothing now (no acknowledged row left waiting for its purge).
+    pub emptied: bool,
+}
+
 /// What [`KeyQueues::finish`] did with a row the purger is done with.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Finished {
@@ -194,10 +205,27 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
                 .front_mut()
                 .filter(|front| front.state == State::Queued);
         }
+        // The producer keeps order within one partition only: a row bound elsewhere (another
+        // topic, an explicit partition) waits until the rows before it are finished.
+        let (topic, partition) = {
+            let front = queue.front()?;
+            (front.record.topic.clone(), front.record.partition)
+        };
         queue
             .iter_mut()
             .take(self.window)
             .find(|h| h.state == State::Queued)
+            .filter(|h| h.record.topic == topic && h.record.partition == partition)
+    }
+
+    /// Whether a row of `id`'s key after it is in flight (sent, or acknowledged and not purged).
+    pub fn later_in_flight(&self, id: i64) -> bool {
+        let Some(queue) = self.index.get(&id).and_then(|key| self.queues.get(key)) else {
+            return false;
+        };
+        queue
+            .iter()
+            .any(|h| h.record.id > id && h.state != State::Queued)
     }
 
     /// The held record with this id.
@@ -209,11 +237,34 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
             .find(|h| h.record.id == id)
     }
 
-    /// Drops the key's rows and blocks the key until they are admitted again; returns their ids
-    /// (for the reset statement), or `None` when the key holds nothing.
-    pub fn reset(&mut self, key: &Key) -> Option<Vec<i64>> {
-        let queue = self.queues.remove(key)?;
-        let ids: Vec<i64> = queue.iter().map(|h| h.record.id).collect();
+    /// Drops the key's rows that are not acknowledged (queued or sent) and blocks the key until
+    /// they are admitted again; returns what went (for the reset statement), or `None` when the
+    /// key holds nothing to reset. Acknowledged rows stay: the purger deletes them and reports
+    /// them finished, and they will not come back from the marker (with a window of one record
+    /// per key there are none behind a failure).
+    pub fn reset(&mut self, key: &Key) -> Option<ResetRows> {
+        let queue = self.queues.get_mut(key)?;
+        let mut ids = Vec::new();
+        let mut sent = Vec::new();
+        queue.retain(|h| match h.state {
+            State::Purging => true,
+            State::Sent => {
+                sent.push(h.record.id);
+                ids.push(h.record.id);
+                false
+            }
+            State::Queued => {
+                ids.push(h.record.id);
+                false
+            }
+        });
+        let emptied = queue.is_empty();
+        if emptied {
+            self.queues.remove(key);
+        }
+        if ids.is_empty() {
+            return None;
+        }
         for id in &ids {
             self.index.remove(id);
         }
@@ -223,7 +274,7 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
         });
         blocked.awaiting.extend(ids.iter().copied());
         blocked.since = Instant::now();
-        Some(ids)
+        Some(ResetRows { ids, sent, emptied })
     }
 
     /// Forgets a row the purger is done with (deleted, quarantined or no longer ours). Every
@@ -362,14 +413,51 @@ mod tests {
         assert_eq!(send(&mut q, "a"), Some(4));
         assert_eq!(send(&mut q, "a"), None);
         // A reset takes the whole key, in flight or not, and blocks it until its rows return.
-        assert_eq!(q.reset(&k("a")), Some(vec![2, 3, 4, 5]));
-        for id in [5, 3, 4, 2] {
+        q.held_mut(2).unwrap().state = State::Purging;
+        assert!(q.later_in_flight(3), "4 is sent after 3");
+        assert!(!q.later_in_flight(4));
+        let reset = q.reset(&k("a")).unwrap();
+        assert_eq!(
+            reset.ids,
+            vec![3, 4, 5],
+            "the acknowledged row 2 stays for its purge"
+        );
+        assert_eq!(reset.sent, vec![3, 4]);
+        assert!(!reset.emptied);
+        assert_eq!(send(&mut q, "a"), None, "blocked until 3, 4 and 5 return");
+        assert_eq!(q.finish(2), Finished::KeyEmpty);
+        for id in [5, 3, 4] {
             q.admit(rec(id, "a"));
         }
-        assert_eq!(send(&mut q, "a"), Some(2), "returned rows go in id order");
-        assert_eq!(send(&mut q, "a"), Some(3));
+        assert_eq!(send(&mut q, "a"), Some(3), "returned rows go in id order");
         assert_eq!(send(&mut q, "a"), Some(4));
+        assert_eq!(send(&mut q, "a"), Some(5));
         assert_eq!(send(&mut q, "a"), None);
+    }
+
+    #[test]
+    fn a_window_stops_at_a_row_bound_for_another_partition() {
+        let mut q = KeyQueues::new().with_window(4);
+        q.admit(rec(1, "a"));
+        let mut elsewhere = rec(2, "a");
+        elsewhere.partition = Some(3);
+        q.admit(elsewhere);
+        q.admit(rec(3, "a"));
+        assert_eq!(send(&mut q, "a"), Some(1));
+        assert_eq!(
+            send(&mut q, "a"),
+            None,
+            "2 goes to another partition: it waits for 1"
+        );
+        q.finish(1);
+        assert_eq!(send(&mut q, "a"), Some(2));
+        assert_eq!(
+            send(&mut q, "a"),
+            None,
+            "3 goes back to the key's partition: it waits"
+        );
+        q.finish(2);
+        assert_eq!(send(&mut q, "a"), Some(3));
     }
 
     #[test]
@@ -400,7 +488,11 @@ mod tests {
         q.admit(rec(1, "a"));
         q.admit(rec(2, "a"));
         assert_eq!(send(&mut q, "a"), Some(1));
-        assert_eq!(q.reset(&k("a")), Some(vec![1, 2]));
+        let reset = q.reset(&k("a")).unwrap();
+        assert_eq!(
+            (reset.ids, reset.sent, reset.emptied),
+            (vec![1, 2], vec![1], true)
+        );
         assert!(q.is_empty());
         // A later row of the key arrives from an earlier mark before the reset rows return.
         q.admit(rec(5, "a"));

@@ -9,22 +9,29 @@
 //! - The **marker** escrows rows with the current generation's leader id, in id order, and
 //!   routes them to shards by key hash. A permit per row bounds what the pipeline holds.
 //! - A **producer shard** keeps, per key, an id-ordered queue whose front is the only record of
-//!   that key in flight; other keys in the shard are never blocked by it.
+//!   that key in flight (by default; see below); other keys in the shard are never blocked by it.
 //! - The **purger** deletes acknowledged rows in batches, resets failed ones, quarantines
 //!   poison, all conditioned on this term's leader ids, and tells the shard when a row is gone;
 //!   only then does the key's next record go out.
 //!
-//! ## One record per key in flight
+//! ## One record per key in flight, by default
 //! The idempotent producer keeps a partition's batches in order across its own retries, so two
 //! records of a key in flight would arrive in order *if both succeed*. They do not fail
-//! together, though: with `enable.gapless.guarantee` off (the default, and the only setting that
-//! does not turn a single failed batch into a fatal producer error) record n can fail after n+1
-//! was written, and re-publishing n puts it after n+1: a reorder. With gapless on, one timed-out
-//! batch kills the producer and everything in flight is re-sent, trading the reorder for a
-//! duplicate storm. And even without failures, releasing a key before its row is purged lets a
-//! crash re-send n after n+1 was delivered (a rewind). So a key's next record leaves only when the
-//! previous one is acknowledged **and purged**, as goharvest does; hot keys are bounded by one
-//! round trip plus one batched purge, and other keys proceed in parallel.
+//! together, though: with `enable.gapless.guarantee` off (librdkafka's default) record n can fail
+//! after n+1 was written, and re-publishing n puts it after n+1: a reorder. And even without
+//! failures, releasing a key before its row is purged lets a crash re-send n after n+1 was
+//! delivered (a rewind). So by default a key's next record leaves only when the previous one is
+//! acknowledged **and purged**, as goharvest does; hot keys are bounded by one round trip plus
+//! one batched purge, and other keys proceed in parallel.
+//!
+//! `limits.max_in_flight_per_key` above 1 trades the rewinds for a hot key's throughput: up to
+//! that many records of a key are in flight (sent, or acknowledged and not yet purged), all bound
+//! for the key's one partition. It requires the gapless guarantee, under which librdkafka fails
+//! the producer instead of writing past a record the broker refused; the pipeline then restarts
+//! with fresh producers and re-sends every unpurged row in id order. Message timeouts are
+//! outside that guarantee, so a shard that sees a record fail while a later record of its key is
+//! out purges its producer's queue and stops the pipeline just the same. First deliveries stay
+//! in order; what a consumer may see again, after newer records, is at most the key's window.
 //!
 //! ## Failures: re-do no more than correctness requires
 //! goharvest tears down every producer and re-marks everything on any failure. Here a failed

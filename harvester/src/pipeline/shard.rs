@@ -201,7 +201,7 @@ impl Shard {
         }
         match report.result {
             Ok(()) => {
-                self.outstanding -= 1;
+                self.outstanding = self.outstanding.saturating_sub(1);
                 self.stall.success();
                 Stats::add(&self.ctx.stats.published, 1);
                 self.attempts.remove(&report.tag.id);
@@ -234,7 +234,7 @@ impl Shard {
     }
 
     async fn on_failure(&mut self, id: i64, error: &rdkafka::error::KafkaError) -> Result<()> {
-        self.outstanding -= 1;
+        self.outstanding = self.outstanding.saturating_sub(1);
         Stats::add(&self.ctx.stats.delivery_failures, 1);
         let attempts = {
             let a = self.attempts.entry(id).or_insert(0);
@@ -244,7 +244,7 @@ impl Shard {
         if let Some(fatal) = self.producer.fatal_error() {
             // A dead producer fails every record; resetting them would loop forever. The
             // pipeline stops and the term restarts it with fresh producers (a new producer id).
-            self.on_fatal(id, error).await?;
+            self.on_fatal(id, error).await;
             return Err(Error::Pipeline(format!(
                 "shard {}: producer failed fatally ({fatal}); replacing it",
                 self.producer.shard
@@ -284,11 +284,23 @@ impl Shard {
                 .await
                 .map_err(|_| Error::Pipeline("purger stopped".into()));
         }
+        if self.keys.later_in_flight(id) {
+            // Only with more than one record of a key in flight: a later row of the key is out,
+            // and resetting this one would send it after them. librdkafka's gapless guarantee
+            // turns most such failures into a fatal error, but not a message timeout: stop
+            // sending at once and restart the pipeline, which re-marks and re-sends the key's
+            // rows in order (a later row already written is then delivered again: a rewind).
+            self.producer.purge_queued();
+            return Err(Error::Pipeline(format!(
+                "shard {}: row {id} failed ({error}) while later rows of its key were in flight; restarting the pipeline to send them again in order",
+                self.producer.shard
+            )));
+        }
         tracing::debug!(id, attempts, "delivery failed, resetting its key: {error}");
         let Some(key) = self.keys.key_of(id).cloned() else {
             return Ok(());
         };
-        self.reset_key(&key).await
+        self.reset_key(&key, id).await
     }
 
     /// A row failed and the producer is dead. The row's own error may be why: with
@@ -298,10 +310,12 @@ impl Shard {
     /// as `max_delivery_attempts` says: at once when it can never succeed, after that many
     /// restarts when it may be a misconfiguration. The quarantine is written here, before the
     /// pipeline stops (a message to the purger could be dropped with it).
-    async fn on_fatal(&mut self, id: i64, error: &rdkafka::error::KafkaError) -> Result<()> {
+    ///
+    /// Counts stay until the row is quarantined: at most one entry per fatal restart.
+    async fn on_fatal(&mut self, id: i64, error: &rdkafka::error::KafkaError) {
         let class = classify(error);
         if !matches!(class, Failure::Permanent | Failure::Suspect) {
-            return Ok(());
+            return;
         }
         let restarts = {
             let mut rows = self.ctx.fatal_rows.lock();
@@ -310,27 +324,38 @@ impl Shard {
             *n
         };
         if class == Failure::Suspect && restarts < self.ctx.limits.max_delivery_attempts {
-            return Ok(());
+            return;
         }
         let reason = format!(
             "row {id}: delivery failed after {restarts} attempt(s), each failing the producer: {error}"
         );
         tracing::warn!(id, "quarantining: {reason}");
-        super::purger::quarantine(&self.ctx, id, &reason).await?;
-        self.ctx.fatal_rows.lock().remove(&id);
-        Ok(())
+        match super::purger::quarantine(&self.ctx, id, &reason).await {
+            Ok(()) => {
+                self.ctx.fatal_rows.lock().remove(&id);
+            }
+            // The pipeline stops either way; the count stays, so the next attempt tries again.
+            Err(e) => tracing::warn!(id, "cannot quarantine the row: {e}"),
+        }
     }
 
     /// Drops the key's rows from memory, resets them in the table, and blocks the key until
     /// they are marked again.
-    async fn reset_key(&mut self, key: &Key) -> Result<()> {
-        let Some(ids) = self.keys.reset(key) else {
+    /// `failed` is the row whose failure this is (its report has already left `outstanding`).
+    async fn reset_key(&mut self, key: &Key, failed: i64) -> Result<()> {
+        let Some(reset) = self.keys.reset(key) else {
             return Ok(());
         };
-        self.ctx
-            .stats
-            .in_flight_keys
-            .fetch_sub(1, Ordering::Relaxed);
+        // Other sent rows of the key (more than one in flight): their reports are ignored now.
+        let others = reset.sent.iter().filter(|&&id| id != failed).count();
+        self.outstanding = self.outstanding.saturating_sub(others);
+        if reset.emptied {
+            self.ctx
+                .stats
+                .in_flight_keys
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+        let ids = reset.ids;
         self.ctx.release(ids.len());
         Stats::add(&self.ctx.stats.reset, ids.len() as u64);
         self.purger
