@@ -11,6 +11,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::faults::ProduceFaults;
 use common::{Backend, World};
 use harvester::election::mock::MockElector;
 use harvester::Harvester;
@@ -124,32 +125,11 @@ async fn produce_failures_are_retried_without_loss_or_reorder(backend: Backend) 
     config.limits.max_delivery_attempts = 1000;
     let handle = world.start(config).await;
     let started = std::time::Instant::now();
-    let broker = world.broker.clone();
-    let stop = tokio_util::sync::CancellationToken::new();
-    // Produce requests fail now and then: every 100 ms the next request is rejected,
-    // alternating an error librdkafka retries itself with one it hands back to us.
-    let injector = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let mut n = 0u64;
-            while !stop.is_cancelled() {
-                let error = if n.is_multiple_of(2) {
-                    "INVALID_RECORD"
-                } else {
-                    "NOT_LEADER_FOR_PARTITION"
-                };
-                broker.request_errors("Produce", &[error]).unwrap();
-                n += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            n
-        })
-    };
+    // Produce requests fail now and then (see `ProduceFaults`).
+    let faults = ProduceFaults::start(&world.broker);
     world.write(50, 30, 25).await;
     let report = world.verify(Duration::from_secs(120)).await;
-    stop.cancel();
-    let injected = injector.await.unwrap();
-    world.broker.clear_request_errors("Produce").unwrap();
+    let injected = faults.stop().await;
     world.drained().await;
     let stats = handle.harvester.stats();
     handle.stop().await.unwrap();

@@ -11,6 +11,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::faults::ProduceFaults;
 use common::{Backend, World};
 use harvester::election::mock::MockElector;
 use harvester::{Config, Harvester};
@@ -49,9 +50,8 @@ async fn a_hot_key_pipelined_stays_in_order(backend: Backend) {
     assert_eq!(stats.delivery_failures, 0);
 }
 
-/// Every 100 ms one produce request fails: alternately an error librdkafka retries itself
-/// (NOT_LEADER_FOR_PARTITION) and one it cannot (INVALID_RECORD), which with the gapless
-/// guarantee fails the producer: the pipeline restarts and re-sends each key's unpurged rows.
+/// Produce requests fail now and then (`ProduceFaults`); INVALID_RECORD, with the gapless
+/// guarantee, fails the producer: the pipeline restarts and re-sends each key's unpurged rows.
 async fn produce_failures_keep_first_deliveries_in_order(backend: Backend) {
     let shared = testkit::Broker::discover().unwrap();
     if !shared.supports_faults() {
@@ -64,30 +64,10 @@ async fn produce_failures_keep_first_deliveries_in_order(backend: Backend) {
     // INVALID_RECORD is "suspect"; injected here, it is transient: no row may be quarantined.
     config.limits.max_delivery_attempts = 1000;
     let handle = world.start(config).await;
-    let broker = world.broker.clone();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let injector = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let mut n = 0u64;
-            while !stop.is_cancelled() {
-                let error = if n.is_multiple_of(2) {
-                    "INVALID_RECORD"
-                } else {
-                    "NOT_LEADER_FOR_PARTITION"
-                };
-                broker.request_errors("Produce", &[error]).unwrap();
-                n += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            n
-        })
-    };
+    let faults = ProduceFaults::start(&world.broker);
     world.write(5, 300, 50).await;
     let report = world.verify(Duration::from_secs(150)).await;
-    stop.cancel();
-    let injected = injector.await.unwrap();
-    world.broker.clear_request_errors("Produce").unwrap();
+    let injected = faults.stop().await;
     world.drained().await;
     let stats = handle.harvester.stats();
     handle.stop().await.unwrap();

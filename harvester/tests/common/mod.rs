@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod bad_rows;
 pub mod contract;
+pub mod faults;
 pub mod held;
 pub mod mssql;
 pub mod reaper;
