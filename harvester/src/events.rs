@@ -31,6 +31,7 @@ impl HarvestEvent {
                 "in_flight_records": s.in_flight_records, "in_flight_keys": s.in_flight_keys,
                 "reset": s.reset, "quarantined": s.quarantined, "remarks": s.remarks,
                 "marked": s.marked, "mark_queries": s.mark_queries, "purge_queries": s.purge_queries,
+                "txn_committed": s.txn_committed, "txn_aborted": s.txn_aborted,
             }),
         }
     }

@@ -14,6 +14,7 @@ mod leader;
 #[cfg(feature = "files")]
 mod load;
 mod overrides;
+mod publish;
 mod service;
 
 use std::time::Duration;
@@ -24,6 +25,7 @@ pub use crate::kafka::KafkaConfig;
 pub use crate::store::{DatabaseConfig, OutboxConfig};
 pub use leader::{Coordinator, LeaderConfig};
 pub use overrides::ENV_PREFIX;
+pub use publish::{PublishConfig, TransactionalConfig};
 pub use service::{HttpConfig, LogFormat, LoggingConfig};
 
 use crate::error::{ConfigProblem, Error};
@@ -46,6 +48,9 @@ pub struct Config {
     pub database: DatabaseConfig,
     /// The outbox table.
     pub outbox: OutboxConfig,
+    /// How records are published: `mode = "idempotent"` (the default) or `"transactional"`
+    /// plus that mode's fields.
+    pub publish: PublishConfig,
     /// Throughput and timing limits.
     pub limits: Limits,
     /// The HTTP endpoint for metrics and probes.
@@ -62,6 +67,7 @@ impl Default for Config {
             leader: LeaderConfig::default(),
             database: DatabaseConfig::default(),
             outbox: OutboxConfig::default(),
+            publish: PublishConfig::default(),
             limits: Limits::default(),
             http: HttpConfig::default(),
             logging: LoggingConfig::default(),
@@ -202,6 +208,10 @@ fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
             ),
         ));
     }
+    if config.publish.transactional().is_some() {
+        // A transaction with a failed record is aborted as a whole: no gap to jump over.
+        return p;
+    }
     let gapless = config
         .producer_kafka
         .get(GAPLESS)
@@ -211,7 +221,7 @@ fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
         p.push(ConfigProblem::new(
             "limits.max_in_flight_per_key",
             format!(
-                "({}) needs producer_kafka.\"{GAPLESS}\" = \"true\": with more than one record of a key in flight, a failed record's successors could otherwise be delivered before its retry, reordering the key; set it (the pipeline then replaces a producer that cannot keep the order and re-sends in order), or keep 1",
+                "({}) needs producer_kafka.\"{GAPLESS}\" = \"true\" (or publish.mode = \"transactional\"): with more than one record of a key in flight, a failed record's successors could otherwise be delivered before its retry, reordering the key; set it (the pipeline then replaces a producer that cannot keep the order and re-sends in order), or keep 1",
                 l.max_in_flight_per_key
             ),
         ));
@@ -222,9 +232,32 @@ fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
 /// librdkafka's setting that fails the producer rather than leave a gap in a partition.
 const GAPLESS: &str = "enable.gapless.guarantee";
 
-/// Producer settings the harvester must control.
-pub(crate) fn forced_producer() -> Vec<(&'static str, String)> {
-    vec![("enable.idempotence", "true".into())]
+/// Producer settings the harvester must control. In transactional mode each shard's
+/// `transactional.id` is set too (shown here with the shard index as `<i>`).
+pub(crate) fn forced_producer(publish: &PublishConfig) -> Vec<(&'static str, String)> {
+    let mut forced = vec![("enable.idempotence", "true".into())];
+    if let Some(t) = publish.transactional() {
+        forced.push((TRANSACTIONAL_ID_KEY, format!("{}-<i>", t.transactional_id.trim())));
+    }
+    forced
+}
+
+/// librdkafka's name of a transactional producer's id.
+pub(crate) const TRANSACTIONAL_ID_KEY: &str = "transactional.id";
+
+/// What transactional mode cannot be combined with (yet), each with the reason.
+fn publish_problems(config: &Config) -> Vec<ConfigProblem> {
+    let mut p = config.publish.problems();
+    if config.publish.transactional().is_some() && config.leader.shares_by_bucket() {
+        p.push(ConfigProblem::new(
+            "publish.mode",
+            format!(
+                "\"transactional\" is not supported with leader.kind = {:?} yet: fencing must follow bucket ownership (a transactional id per bucket, taken over by the bucket's next owner), and the shards' ids would have every member fence the others; use a single-leader kind or mode = \"idempotent\"",
+                config.leader.kind()
+            ),
+        ));
+    }
+    p
 }
 
 impl Config {
@@ -236,6 +269,7 @@ impl Config {
             p.extend(e);
         }
         p.extend(producer_timeout_problems(self));
+        p.extend(publish_problems(self));
         p.extend(self.database.problems());
         p.extend(crate::store::outbox_problems(
             &self.database.url,
@@ -305,7 +339,7 @@ impl Config {
     pub(crate) fn producer_client_config(
         &self,
     ) -> std::result::Result<rdkafka::ClientConfig, Vec<ConfigProblem>> {
-        let forced = forced_producer();
+        let forced = forced_producer(&self.publish);
         let mut problems = Vec::new();
         let mut config = match self.kafka.client_config("kafka", "producers", &forced) {
             Ok(c) => Some(c),

@@ -155,3 +155,89 @@ fn more_than_one_record_of_a_key_in_flight_needs_the_gapless_guarantee() {
         .iter()
         .any(|p| p.field == "limits.max_in_flight_per_key" && p.message.contains("at least 1")));
 }
+
+fn transactional(id: &str) -> PublishConfig {
+    serde_json::from_value(serde_json::json!({"mode": "transactional", "transactional_id": id}))
+        .unwrap()
+}
+
+#[test]
+fn publish_defaults_to_idempotent_and_reads_transactional_settings() {
+    assert_eq!(Config::default().publish, PublishConfig::Idempotent);
+    let c: Config = serde_json::from_str(
+        r#"{"publish": {"mode": "transactional", "transactional_id": "orders", "max_records": 50, "linger": "20ms"}}"#,
+    )
+    .unwrap();
+    let t = c.publish.transactional().unwrap();
+    assert_eq!(t.max_records, 50);
+    assert_eq!(t.linger, Duration::from_millis(20));
+    assert_eq!(t.shard_id(3), "orders-3");
+    c.validate().unwrap();
+    let d = transactional("x");
+    let t = d.transactional().unwrap();
+    assert_eq!((t.max_records, t.linger), (1000, Duration::from_millis(100)));
+}
+
+#[test]
+fn publish_rejects_unknown_fields_and_modes() {
+    let unknown = serde_json::from_str::<Config>(
+        r#"{"publish": {"mode": "transactional", "transactional_id": "o", "batch": 5}}"#,
+    )
+    .unwrap_err();
+    assert!(unknown.to_string().contains("batch"), "{unknown}");
+    let mode = serde_json::from_str::<Config>(r#"{"publish": {"mode": "exactly_once"}}"#)
+        .unwrap_err();
+    assert!(mode.to_string().contains("exactly_once"), "{mode}");
+}
+
+#[test]
+fn transactional_mode_needs_an_id_and_owns_it() {
+    let mut c = Config {
+        publish: transactional(" "),
+        ..Config::default()
+    };
+    let fields: Vec<_> = c.problems().into_iter().map(|p| p.field).collect();
+    assert!(
+        fields.contains(&"publish.transactional_id".to_owned()),
+        "{fields:?}"
+    );
+    c.publish = transactional("orders");
+    c.producer_kafka = KafkaConfig::empty().set("transactional.id", "mine");
+    let problems = c.problems();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.field == "producer_kafka.\"transactional.id\""
+                && p.message.contains("orders-<i>")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn a_key_window_needs_no_gapless_guarantee_in_transactional_mode() {
+    let mut c = Config::default();
+    c.limits.max_in_flight_per_key = 64;
+    assert!(c
+        .problems()
+        .iter()
+        .any(|p| p.field == "limits.max_in_flight_per_key"
+            && p.message.contains("transactional")));
+    c.publish = transactional("orders");
+    c.validate().unwrap();
+}
+
+#[test]
+fn transactional_mode_is_refused_when_sharing_by_bucket() {
+    let c = Config {
+        publish: transactional("orders"),
+        leader: serde_json::from_value(serde_json::json!({"kind": "neli_buckets"})).unwrap(),
+        ..Config::default()
+    };
+    let problems = c.problems();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.field == "publish.mode" && p.message.contains("bucket")),
+        "{problems:?}"
+    );
+}

@@ -30,7 +30,7 @@ use crate::config::{Config, Coordinator};
 use crate::election::{ElectionEvent, Elector, Term};
 use crate::error::Error;
 use crate::pipeline::narrow::Narrow;
-use crate::pipeline::{run_term, Gate, ShardProducer, TermContext};
+use crate::pipeline::{run_term, Gate, ShardProducer, TermContext, Transactions};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::store::postgres::PgStore;
 use crate::store::BucketScope;
@@ -464,19 +464,31 @@ impl Harvester {
             wake_marker: tokio::sync::Notify::new(),
             epoch,
             fatal_rows: Arc::clone(&self.fatal_rows),
+            transactions: self.transactions(),
         });
         let graceful = CancellationToken::new();
         let hard = CancellationToken::new();
         let producer_config = self.config.producer_client_config();
         let shards = self.config.limits.send_concurrency;
+        let transactional = self.config.publish.transactional().cloned();
+        let init_timeout = self.txn_call_timeout();
         let (g, h) = (graceful.clone(), hard.clone());
         let (narrow, narrowings) = mpsc::channel(1);
         tracing::info!(%term, %generation, "leading: starting the pipeline");
         let handle = tokio::spawn(async move {
             let config = producer_config.map_err(Error::InvalidConfig)?;
-            let producers = (0..shards)
-                .map(|i| ShardProducer::new(i, &config))
-                .collect::<Result<Vec<_>>>()?;
+            // Registering transactional ids blocks (a round trip each, and it waits for the
+            // previous owner's open transaction to be aborted): off the runtime.
+            let producers = tokio::task::spawn_blocking(move || {
+                (0..shards)
+                    .map(|i| {
+                        let id = transactional.as_ref().map(|t| t.shard_id(i));
+                        ShardProducer::new(i, &config, id, init_timeout)
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .await
+            .map_err(|e| Error::Pipeline(format!("creating the producers failed: {e}")))??;
             let result = run_term(ctx, producers.clone(), narrowings, g, h.clone()).await;
             // Destroying producers blocks until librdkafka lets go; keep that off the runtime.
             let fenced = h.is_cancelled();
@@ -498,6 +510,22 @@ impl Harvester {
             handle,
             narrow,
         }
+    }
+
+    /// Transactional mode's settings for the shards, None in idempotent mode.
+    fn transactions(&self) -> Option<Transactions> {
+        let t = self.config.publish.transactional()?;
+        Some(Transactions {
+            max_records: t.max_records,
+            linger: t.linger,
+            timeout: self.txn_call_timeout(),
+        })
+    }
+
+    /// Bound of one transaction call: a commit waits for its records, which fail after the
+    /// producers' delivery timeout (below the succession, validated), then for the coordinator.
+    fn txn_call_timeout(&self) -> Duration {
+        self.config.leader.succession() + Duration::from_secs(5)
     }
 
     /// Stops a term: `hard` cuts it (fenced), otherwise it drains (bounded).

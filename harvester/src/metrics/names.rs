@@ -23,6 +23,8 @@ pub const REVOKES: &str = "harvester_leader_revokes_total";
 pub const NARROWINGS: &str = "harvester_bucket_narrowings_total";
 pub const DB_ERRORS: &str = "harvester_db_errors_total";
 pub const PIPELINE_RESTARTS: &str = "harvester_pipeline_restarts_total";
+pub const TXN_COMMITTED: &str = "harvester_transactions_committed_total";
+pub const TXN_ABORTED: &str = "harvester_transactions_aborted_total";
 
 // Gauges.
 pub const IN_FLIGHT_RECORDS: &str = "harvester_in_flight_records";
@@ -45,6 +47,8 @@ pub const PURGE_SECONDS: &str = "harvester_purge_duration_seconds";
 pub const PURGE_BATCH: &str = "harvester_purge_batch_records";
 pub const PUBLISH_SECONDS: &str = "harvester_publish_duration_seconds";
 pub const COMMIT_TO_ACK_SECONDS: &str = "harvester_commit_to_ack_seconds";
+pub const TXN_RECORDS: &str = "harvester_transaction_records";
+pub const TXN_COMMIT_SECONDS: &str = "harvester_transaction_commit_seconds";
 
 /// Every name a scrape exports (histograms as their base name), for tests and tooling.
 pub const ALL: &[&str] = &[
@@ -64,6 +68,8 @@ pub const ALL: &[&str] = &[
     NARROWINGS,
     DB_ERRORS,
     PIPELINE_RESTARTS,
+    TXN_COMMITTED,
+    TXN_ABORTED,
     IN_FLIGHT_RECORDS,
     IN_FLIGHT_KEYS,
     PRODUCER_QUEUE,
@@ -82,4 +88,6 @@ pub const ALL: &[&str] = &[
     PURGE_BATCH,
     PUBLISH_SECONDS,
     COMMIT_TO_ACK_SECONDS,
+    TXN_RECORDS,
+    TXN_COMMIT_SECONDS,
 ];

@@ -106,6 +106,16 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
         "Pipelines restarted after stopping on their own (a producer that failed fatally, a store error).",
         &s.pipeline_restarts,
     );
+    e.counter(
+        n::TXN_COMMITTED,
+        "Transactions committed (publish.mode = transactional).",
+        &s.txn_committed,
+    );
+    e.counter(
+        n::TXN_ABORTED,
+        "Transactions aborted; their rows were reset and sent again.",
+        &s.txn_aborted,
+    );
     e.gauge_i(
         n::IN_FLIGHT_RECORDS,
         "Records held by the pipeline (in flight or waiting behind their key).",
@@ -216,6 +226,16 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
         n::COMMIT_TO_ACK_SECONDS,
         "From the row's create_time to its acknowledgement by Kafka.",
         &s.commit_to_ack_seconds.0,
+    );
+    e.histogram(
+        n::TXN_RECORDS,
+        "Records per committed transaction.",
+        &s.txn_records.0,
+    );
+    e.histogram(
+        n::TXN_COMMIT_SECONDS,
+        "Duration of a transaction's commit (its records, then the coordinator).",
+        &s.txn_commit_seconds.0,
     );
     e.finish()
 }

@@ -33,6 +33,14 @@
 //! out purges its producer's queue and stops the pipeline just the same. First deliveries stay
 //! in order; what a consumer may see again, after newer records, is at most the key's window.
 //!
+//! ## Transactional mode
+//! With `publish.mode = "transactional"` each shard's producer has a transactional id of its
+//! own (`<publish.transactional_id>-<shard>`), the same for every leader, so a successor's
+//! producers fence the predecessor's on the broker: a stalled leader that resumes can no longer
+//! write after its successor. Records go out in transactions (see [`txn`]); a row is purged
+//! when its transaction commits, and a failure aborts the transaction and resets every key it
+//! touched, so a key's window needs no gapless guarantee there.
+//!
 //! ## Failures: re-do no more than correctness requires
 //! goharvest tears down every producer and re-marks everything on any failure. Here a failed
 //! delivery resets only its key's rows (the failed one and those queued behind it) and blocks the
@@ -65,6 +73,7 @@ mod purger;
 pub mod route;
 mod shard;
 mod stall;
+mod txn;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
@@ -85,6 +94,7 @@ use keys::Key;
 #[cfg(feature = "internals")]
 pub use producer::message_headers;
 pub(crate) use producer::ShardProducer;
+pub(crate) use txn::Transactions;
 
 /// Messages from the marker and shards to the purger.
 #[derive(Debug)]
@@ -151,6 +161,8 @@ pub(crate) struct TermContext {
     /// terms (see `Shard::on_failure`): a row the broker refuses would otherwise restart the
     /// pipeline for ever. Touched only on such failures.
     pub fatal_rows: FatalRows,
+    /// Transactional mode's settings (`publish.mode = "transactional"`); None: idempotent.
+    pub transactions: Option<Transactions>,
 }
 
 /// See [`TermContext::fatal_rows`].

@@ -1,10 +1,16 @@
-//! A shard's idempotent producer, with delivery reports bridged explicitly to async.
+//! A shard's idempotent (or transactional) producer, with delivery reports bridged explicitly
+//! to async.
 //!
 //! librdkafka calls the delivery callback on the producer's polling thread; the callback only
-//! forwards (term epoch, row id, outcome) into an unbounded channel that the shard task awaits.
-//! The epoch tags reports so a report for a previous term's send is recognised and ignored.
+//! forwards (term epoch, transaction, row id, outcome) into an unbounded channel that the shard
+//! task awaits. The epoch and transaction tag reports so a report for a previous term's send,
+//! or for an aborted transaction's, is recognised and ignored.
+//!
+//! The transaction calls block (a round trip to the transaction coordinator, and a commit waits
+//! for every record of the transaction): the shard runs them on the blocking pool.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
@@ -19,10 +25,12 @@ use crate::error::Error;
 use crate::outbox::OutboxRecord;
 use crate::Result;
 
-/// Identifies a send: the term's epoch and the row id.
+/// Identifies a send: the term's epoch, the shard's transaction (0 in idempotent mode) and the
+/// row id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tag {
     pub epoch: u64,
+    pub txn: u64,
     pub id: i64,
 }
 
@@ -71,6 +79,8 @@ pub fn message_headers(record: &OutboxRecord) -> OwnedHeaders {
 /// A shard's producer and the receiving end of its delivery reports.
 pub struct ShardProducer {
     pub shard: usize,
+    /// The `transactional.id`, in transactional mode.
+    pub transactional_id: Option<String>,
     producer: ThreadedProducer<BridgeContext>,
     reports: Mutex<Option<mpsc::UnboundedReceiver<Report>>>,
 }
@@ -79,6 +89,7 @@ impl std::fmt::Debug for ShardProducer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShardProducer")
             .field("shard", &self.shard)
+            .field("transactional_id", &self.transactional_id)
             .finish()
     }
 }
@@ -92,18 +103,56 @@ pub enum SendError {
 }
 
 impl ShardProducer {
-    pub fn new(shard: usize, config: &ClientConfig) -> Result<Arc<Self>> {
+    /// Creates the shard's producer; with a `transactional_id`, also registers it with the
+    /// transaction coordinator (`init_transactions`, which blocks for up to `init_timeout`):
+    /// that bumps the id's epoch, so whatever a previous owner of the id still sends is refused
+    /// by the broker from then on, and its open transaction is aborted.
+    pub fn new(
+        shard: usize,
+        config: &ClientConfig,
+        transactional_id: Option<String>,
+        init_timeout: Duration,
+    ) -> Result<Arc<Self>> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let producer = config
+        let mut config = config.clone();
+        if let Some(id) = &transactional_id {
+            config.set(crate::config::TRANSACTIONAL_ID_KEY, id);
+        }
+        let producer: ThreadedProducer<BridgeContext> = config
             .create_with_context(BridgeContext { reports: tx, shard })
             .map_err(Error::kafka(format!(
                 "create the producer of shard {shard}"
             )))?;
+        if let Some(id) = &transactional_id {
+            producer
+                .init_transactions(init_timeout)
+                .map_err(Error::kafka(format!(
+                    "register transactional id {id:?} (shard {shard}) with the transaction coordinator"
+                )))?;
+        }
         Ok(Arc::new(ShardProducer {
             shard,
+            transactional_id,
             producer,
             reports: Mutex::new(Some(rx)),
         }))
+    }
+
+    /// Opens a transaction (local to librdkafka, no round trip).
+    pub fn begin(&self) -> std::result::Result<(), KafkaError> {
+        self.producer.begin_transaction()
+    }
+
+    /// Commits the open transaction: waits for every record of it, then for the coordinator.
+    /// Blocks; run it on the blocking pool.
+    pub fn commit(&self, timeout: Duration) -> std::result::Result<(), KafkaError> {
+        self.producer.commit_transaction(timeout)
+    }
+
+    /// Aborts the open transaction: drops what is queued, waits for what is in flight, then
+    /// for the coordinator. Blocks; run it on the blocking pool.
+    pub fn abort(&self, timeout: Duration) -> std::result::Result<(), KafkaError> {
+        self.producer.abort_transaction(timeout)
     }
 
     /// Takes the report receiver for a term; give it back with [`ShardProducer::give_back`].
@@ -116,12 +165,13 @@ impl ShardProducer {
     }
 
     /// Enqueues one record.
-    pub fn send(&self, epoch: u64, record: &OutboxRecord) -> Result<(), SendError> {
+    pub fn send(&self, epoch: u64, txn: u64, record: &OutboxRecord) -> Result<(), SendError> {
         let headers = message_headers(record);
         let mut base: BaseRecord<'_, [u8], [u8], Box<Tag>> = BaseRecord::with_opaque_to(
             &record.topic,
             Box::new(Tag {
                 epoch,
+                txn,
                 id: record.id,
             }),
         )

@@ -1,4 +1,5 @@
-//! A producer shard: per-key ordered queues in front of one idempotent producer.
+//! A producer shard: per-key ordered queues in front of one idempotent (or transactional)
+//! producer.
 //!
 //! Each key's queue is sorted by id; its front is the only record of the key that may be in
 //! flight (the first `limits.max_in_flight_per_key` of them, when that is above 1), and it stays
@@ -6,6 +7,10 @@
 //! drops the key's rows from memory (the purger resets them in the table) and blocks the key
 //! until those rows come back from the marker, so a record of the key already on its way from an
 //! earlier mark cannot overtake them.
+//!
+//! In transactional mode (see [`super::txn`]) an acknowledgement only means the record is in the
+//! open transaction: its row is purged when the transaction commits, and a failure aborts the
+//! transaction and resets every key it touched.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -19,6 +24,7 @@ use super::classify::{classify, Failure};
 use super::keys::{Admitted, Finished, Key, KeyQueues, State};
 use super::producer::{Report, SendError, ShardProducer};
 use super::stall::Stall;
+use super::txn::{classify_call, CallFailure, TxnState};
 use super::{Done, Stats, TermContext, ToPurger, ToShard};
 use crate::error::Error;
 use crate::outbox::OutboxRecord;
@@ -37,6 +43,8 @@ pub(crate) struct Shard {
     queue_reported: i64,
     /// Transient failures since the last success: a stuck producer is replaced.
     stall: Stall,
+    /// Transactional mode: the open transaction.
+    txn: Option<TxnState>,
 }
 
 /// How long a blocked key waits for its reset rows before a full re-mark is forced.
@@ -51,6 +59,7 @@ impl Shard {
         Shard {
             stall: Stall::new(ctx.limits.producer_stall_timeout),
             keys: KeyQueues::new().with_window(ctx.limits.max_in_flight_per_key),
+            txn: ctx.transactions.clone().map(TxnState::new),
             ctx,
             producer,
             purger,
@@ -120,7 +129,22 @@ impl Shard {
                     if let Err(e) = self.on_tick(draining.is_some()).await { break Err(e); }
                 }
             }
+            let due = self
+                .txn
+                .as_ref()
+                .is_some_and(|t| t.due(Instant::now(), draining.is_some()));
+            if due {
+                if let Err(e) = self.commit(&mut reports, &hard).await {
+                    break Err(e);
+                }
+            }
         };
+        if !hard.is_cancelled() && self.txn.as_ref().is_some_and(TxnState::is_open) {
+            // Leaving with a transaction open (a drain that timed out, a failure): abort it, so
+            // read_committed consumers of its partitions are not held back until the broker
+            // times it out. Its rows stay marked for the next leader.
+            self.abort_call().await;
+        }
         let held = self.keys.len();
         self.ctx.release(held);
         self.ctx
@@ -173,11 +197,33 @@ impl Shard {
                 self.retry.push(key.clone());
                 return Ok(());
             }
-            match self.producer.send(self.ctx.epoch, &front.record) {
+            let mut txn_seq = 0;
+            if let Some(txn) = self.txn.as_mut() {
+                if !txn.has_room() {
+                    // Full: sent once it has committed.
+                    self.retry.push(key.clone());
+                    return Ok(());
+                }
+                if txn.needs_begin() {
+                    self.producer.begin().map_err(|e| {
+                        Error::Pipeline(format!(
+                            "shard {}: cannot begin a transaction: {e}",
+                            self.producer.shard
+                        ))
+                    })?;
+                    txn.began(Instant::now());
+                }
+                txn_seq = txn.seq();
+            }
+            match self.producer.send(self.ctx.epoch, txn_seq, &front.record) {
                 Ok(()) => {
                     front.state = State::Sent;
                     front.sent_at = Some(Instant::now());
                     self.outstanding += 1;
+                    let id = front.record.id;
+                    if let Some(txn) = self.txn.as_mut() {
+                        txn.sent(id);
+                    }
                     if one {
                         return Ok(());
                     }
@@ -196,10 +242,23 @@ impl Shard {
     }
 
     async fn on_report(&mut self, report: Report) -> Result<()> {
-        if report.tag.epoch != self.ctx.epoch || !self.keys.contains(report.tag.id) {
+        let txn_seq = self.txn.as_ref().map_or(0, TxnState::seq);
+        if report.tag.epoch != self.ctx.epoch
+            || report.tag.txn != txn_seq
+            || !self.keys.contains(report.tag.id)
+        {
             return Ok(());
         }
         match report.result {
+            Ok(()) if self.txn.is_some() => {
+                // In the open transaction, not yet visible: the commit purges it.
+                self.outstanding = self.outstanding.saturating_sub(1);
+                if let Some(sent) = self.keys.held_mut(report.tag.id).and_then(|h| h.sent_at) {
+                    let stats = &self.ctx.stats;
+                    stats.publish_seconds.0.observe_duration(sent.elapsed());
+                }
+                Ok(())
+            }
             Ok(()) => {
                 self.outstanding = self.outstanding.saturating_sub(1);
                 self.stall.success();
@@ -266,6 +325,9 @@ impl Shard {
                 )))
             }
         };
+        if self.txn.is_some() {
+            return self.abort(id, quarantine.then_some(attempts), error).await;
+        }
         if quarantine {
             self.attempts.remove(&id);
             if let Some(h) = self.keys.held_mut(id) {
@@ -387,6 +449,204 @@ impl Shard {
             self.maybe_send(&key).await?;
         }
         Ok(())
+    }
+
+    /// Commits the open transaction; on success its rows go to the purger (their reports are
+    /// all in `reports` by then, and are taken first). A commit that cannot succeed aborts;
+    /// a producer that can no longer commit (fenced by a newer owner of its transactional id)
+    /// stops the pipeline. If the term is cut meanwhile the call is left to finish on its own:
+    /// whatever it commits was written before any successor's records (a successor's
+    /// `init_transactions` fences this producer first).
+    async fn commit(
+        &mut self,
+        reports: &mut mpsc::UnboundedReceiver<Report>,
+        hard: &CancellationToken,
+    ) -> Result<()> {
+        let Some(txn) = self.txn.as_mut() else {
+            return Ok(());
+        };
+        let Some(open) = txn.take() else {
+            return Ok(());
+        };
+        let timeout = txn.settings.timeout;
+        if !self.ctx.may_act() {
+            // No longer leading (a lapsed lease): never commit what a successor may be
+            // sending again. The broker fences this producer anyway once the successor has
+            // registered its transactional id; this closes the window before that.
+            txn.restore(open);
+            return self.abort_open(None, "leadership lapsed before the commit").await;
+        }
+        let started = Instant::now();
+        let mut retries = 0;
+        loop {
+            let producer = Arc::clone(&self.producer);
+            let call = tokio::task::spawn_blocking(move || producer.commit(timeout));
+            let outcome = tokio::select! {
+                joined = call => joined.map_err(|e| Error::Pipeline(format!("commit task failed: {e}")))?,
+                () = hard.cancelled() => return Ok(()),
+            };
+            let Err(e) = outcome else { break };
+            match classify_call(&e) {
+                CallFailure::Retry if retries < 3 => {
+                    retries += 1;
+                    tracing::debug!(shard = self.producer.shard, "commit failed, retrying: {e}");
+                }
+                CallFailure::Abort => {
+                    tracing::debug!(
+                        shard = self.producer.shard,
+                        "commit failed, aborting the transaction: {e}"
+                    );
+                    // Put it back so the abort resets its rows.
+                    if let Some(txn) = self.txn.as_mut() {
+                        txn.restore(open);
+                    }
+                    return self.abort_open(None, &e.to_string()).await;
+                }
+                _ => {
+                    return Err(Error::Pipeline(format!(
+                        "shard {}: cannot commit a transaction of {} records: {e}; restarting with fresh producers",
+                        self.producer.shard,
+                        open.ids.len()
+                    )))
+                }
+            }
+        }
+        {
+            let stats = &self.ctx.stats;
+            Stats::add(&stats.txn_committed, 1);
+            stats.txn_records.0.observe(open.ids.len() as f64);
+            stats.txn_commit_seconds.0.observe_duration(started.elapsed());
+        }
+        // Every record of the transaction was delivered: their reports are queued already.
+        while let Ok(report) = reports.try_recv() {
+            self.on_report(report).await?;
+        }
+        let ctx = Arc::clone(&self.ctx);
+        let stats = &ctx.stats;
+        self.outstanding = 0;
+        self.stall.success();
+        let mut acked = 0;
+        for id in open.ids {
+            let Some(h) = self.keys.held_mut(id) else {
+                continue;
+            };
+            if h.state != State::Sent {
+                continue;
+            }
+            h.state = State::Purging;
+            let created = h.record.create_time;
+            acked += 1;
+            self.attempts.remove(&id);
+            let age = chrono::Utc::now() - created;
+            stats
+                .commit_to_ack_seconds
+                .0
+                .observe(age.num_microseconds().unwrap_or(0) as f64 / 1e6);
+            let msg = ToPurger::Acked {
+                shard: self.producer.shard,
+                id,
+            };
+            self.purger
+                .send(msg)
+                .await
+                .map_err(|_| Error::Pipeline("purger stopped".into()))?;
+        }
+        Stats::add(&stats.published, acked);
+        // Keys that waited for room in a transaction.
+        for key in std::mem::take(&mut self.retry) {
+            self.maybe_send(&key).await?;
+        }
+        Ok(())
+    }
+
+    /// A record of the open transaction failed (`failed`, quarantined when `quarantine` gives
+    /// its attempts): the transaction is aborted and every key it touched is reset.
+    async fn abort(
+        &mut self,
+        failed: i64,
+        quarantine: Option<u32>,
+        error: &rdkafka::error::KafkaError,
+    ) -> Result<()> {
+        if let Some(attempts) = quarantine {
+            self.attempts.remove(&failed);
+            if let Some(h) = self.keys.held_mut(failed) {
+                h.state = State::Purging;
+            }
+            let reason =
+                format!("row {failed}: delivery failed after {attempts} attempt(s): {error}");
+            tracing::warn!(id = failed, "quarantining: {reason}");
+            let msg = ToPurger::Quarantine {
+                shard: Some(self.producer.shard),
+                id: failed,
+                reason,
+            };
+            self.purger
+                .send(msg)
+                .await
+                .map_err(|_| Error::Pipeline("purger stopped".into()))?;
+        }
+        self.abort_open(Some(failed), &error.to_string()).await
+    }
+
+    /// Aborts the open transaction and resets the rows of every key it touched (and of
+    /// `failed`'s key), so they are marked and sent again in id order.
+    async fn abort_open(&mut self, failed: Option<i64>, why: &str) -> Result<()> {
+        let open = self.txn.as_mut().and_then(TxnState::take_aborted);
+        if !self.abort_call().await {
+            return Err(Error::Pipeline(format!(
+                "shard {}: cannot abort a failed transaction ({why}); restarting with fresh producers",
+                self.producer.shard
+            )));
+        }
+        Stats::add(&self.ctx.stats.txn_aborted, 1);
+        let mut keys: Vec<Key> = Vec::new();
+        for id in open.iter().flat_map(|o| o.ids.iter()).chain(failed.iter()) {
+            if let Some(key) = self.keys.key_of(*id) {
+                if !keys.contains(key) {
+                    keys.push(key.clone());
+                }
+            }
+        }
+        tracing::debug!(
+            shard = self.producer.shard,
+            keys = keys.len(),
+            "transaction aborted ({why}); resetting its keys"
+        );
+        for key in keys {
+            self.reset_key(&key, failed.unwrap_or(0)).await?;
+        }
+        // Nothing is outstanding outside the open transaction.
+        self.outstanding = 0;
+        Ok(())
+    }
+
+    /// Calls `abort_transaction` (retrying what librdkafka says may be retried); false when the
+    /// producer cannot abort (fenced, fatal).
+    async fn abort_call(&mut self) -> bool {
+        let Some(timeout) = self.txn.as_ref().map(|t| t.settings.timeout) else {
+            return true;
+        };
+        if let Some(txn) = self.txn.as_mut() {
+            txn.take_aborted();
+        }
+        for _ in 0..4 {
+            let producer = Arc::clone(&self.producer);
+            match tokio::task::spawn_blocking(move || producer.abort(timeout)).await {
+                Ok(Ok(())) => return true,
+                Ok(Err(e)) if classify_call(&e) == CallFailure::Retry => {
+                    tracing::debug!(shard = self.producer.shard, "abort failed, retrying: {e}");
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(shard = self.producer.shard, "cannot abort the transaction: {e}");
+                    return false;
+                }
+                Err(e) => {
+                    tracing::warn!(shard = self.producer.shard, "abort task failed: {e}");
+                    return false;
+                }
+            }
+        }
+        false
     }
 
     /// The error that stops the pipeline when this shard's producer is stuck (see `stall`).

@@ -61,6 +61,13 @@ pub struct Stats {
     pub pipeline_restarts: AtomicU64,
     /// Messages in the producers' local queues (sum over shards, sampled every few ms).
     pub producer_queue: AtomicI64,
+    /// Transactions committed and aborted (transactional mode).
+    pub txn_committed: AtomicU64,
+    pub txn_aborted: AtomicU64,
+    /// Records per committed transaction.
+    pub txn_records: Sizes,
+    /// Duration of a commit (waiting for the transaction's records, then the coordinator).
+    pub txn_commit_seconds: Seconds,
     /// Rows returned per mark query (empty marks are not recorded).
     pub mark_batch: Sizes,
     /// Rows per purge statement.
@@ -100,6 +107,10 @@ pub struct StatsSnapshot {
     pub in_flight_keys: i64,
     /// Pipelines restarted after stopping on their own (see [`Stats::pipeline_restarts`]).
     pub pipeline_restarts: u64,
+    /// Transactions committed (transactional mode).
+    pub txn_committed: u64,
+    /// Transactions aborted (transactional mode): their rows were reset and sent again.
+    pub txn_aborted: u64,
 }
 
 impl Stats {
@@ -120,6 +131,8 @@ impl Stats {
             in_flight_records: self.in_flight_records.load(Ordering::Relaxed),
             in_flight_keys: self.in_flight_keys.load(Ordering::Relaxed),
             pipeline_restarts: r(&self.pipeline_restarts),
+            txn_committed: r(&self.txn_committed),
+            txn_aborted: r(&self.txn_aborted),
         }
     }
 

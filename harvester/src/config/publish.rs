@@ -1,0 +1,115 @@
+//! `[publish]`: how records reach Kafka, as a tagged enum (`mode = "idempotent"` or
+//! `"transactional"` plus that mode's fields).
+//!
+//! Idempotent stays the default: it needs nothing from the cluster or the consumers. Transactional
+//! mode is what closes the last window MP/R leaves open, a stalled leader that resumes and writes
+//! what it built before it stalled: a successor's producers take over the same transactional ids,
+//! and the broker refuses anything the previous owner still sends. It also lets more than one
+//! record of a key be in flight without librdkafka's gapless guarantee, because a transaction
+//! with a failed record is aborted as a whole.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigProblem;
+
+/// How the shards publish. Default: `mode = "idempotent"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PublishConfig {
+    /// One idempotent producer per shard; a record's row is purged once Kafka acknowledged it.
+    #[default]
+    Idempotent,
+    /// One transactional producer per shard; records go out in transactions and a row is purged
+    /// once its transaction committed. Consumers must read with
+    /// `isolation.level = read_committed` (librdkafka's default; the Java client's default is
+    /// `read_uncommitted`, which shows aborted records too).
+    Transactional(TransactionalConfig),
+}
+
+/// The settings of `mode = "transactional"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransactionalConfig {
+    /// Required. The prefix of the shards' `transactional.id`s (shard `i` uses
+    /// `<transactional_id>-<i>`). Every harvester of this outbox must use the same value, so a
+    /// successor fences its predecessor; no other producer on the cluster may use it. For
+    /// example `"orders-outbox"`.
+    pub transactional_id: String,
+    /// Most records in one transaction. Default 1000.
+    #[serde(default = "default_max_records")]
+    pub max_records: usize,
+    /// How long a transaction stays open gathering records before it commits: longer means
+    /// fewer commits (each one a round trip to the transaction coordinator plus a marker per
+    /// partition) and more latency. Default 100ms.
+    #[serde(default = "default_linger", with = "humantime_serde")]
+    pub linger: Duration,
+}
+
+fn default_max_records() -> usize {
+    1000
+}
+
+fn default_linger() -> Duration {
+    Duration::from_millis(100)
+}
+
+impl PublishConfig {
+    /// The transactional settings, when that is the mode.
+    pub fn transactional(&self) -> Option<&TransactionalConfig> {
+        match self {
+            PublishConfig::Transactional(t) => Some(t),
+            PublishConfig::Idempotent => None,
+        }
+    }
+
+    /// The mode's name, as configured.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            PublishConfig::Idempotent => "idempotent",
+            PublishConfig::Transactional(_) => "transactional",
+        }
+    }
+
+    /// Problems with the section itself (fields under `publish.`).
+    pub fn problems(&self) -> Vec<ConfigProblem> {
+        let Some(t) = self.transactional() else {
+            return Vec::new();
+        };
+        let mut p = Vec::new();
+        let id = t.transactional_id.trim();
+        if id.is_empty() {
+            p.push(ConfigProblem::new(
+                "publish.transactional_id",
+                "is required in transactional mode: name the outbox, e.g. \"orders-outbox\"; every harvester of this outbox must use the same value and no other producer on the cluster may",
+            ));
+        } else if id.len() > 200 {
+            p.push(ConfigProblem::new(
+                "publish.transactional_id",
+                "is longer than 200 characters; keep it short (the shard index is appended)",
+            ));
+        }
+        if t.max_records == 0 {
+            p.push(ConfigProblem::new(
+                "publish.max_records",
+                "must be at least 1",
+            ));
+        }
+        if t.linger > Duration::from_secs(10) {
+            p.push(ConfigProblem::new(
+                "publish.linger",
+                format!("({:?}) is above 10s: every record of a transaction waits that long before its commit; use milliseconds (default 100ms)", t.linger),
+            ));
+        }
+        p
+    }
+}
+
+impl TransactionalConfig {
+    /// The `transactional.id` of shard `shard`.
+    pub fn shard_id(&self, shard: usize) -> String {
+        format!("{}-{shard}", self.transactional_id.trim())
+    }
+}

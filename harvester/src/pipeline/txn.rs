@@ -1,0 +1,187 @@
+//! A shard's transaction bookkeeping in transactional mode (`publish.mode = "transactional"`).
+//!
+//! A shard has at most one transaction open: records join it until it holds
+//! `publish.max_records` or has been open for `publish.linger` (or the shard drains), then it
+//! commits, and only then are its rows purged. A record that fails dooms the whole transaction:
+//! it is aborted and the rows of every key it touched are reset, so no later record of a key can
+//! become visible without an earlier one (a read_committed consumer sees all of a transaction or
+//! none of it). Each transaction has a number that tags its sends, so a report that arrives for
+//! an aborted transaction is told apart from one for the same row sent again later.
+
+use std::time::{Duration, Instant};
+
+/// What the shards need of `publish.mode = "transactional"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Transactions {
+    pub max_records: usize,
+    pub linger: Duration,
+    /// Bound of one commit or abort call (the coordinator's round trip, plus, for a commit,
+    /// the wait for the transaction's records).
+    pub timeout: Duration,
+}
+
+/// The open transaction.
+#[derive(Debug)]
+pub(crate) struct Open {
+    pub began: Instant,
+    /// Rows sent in it, in send order.
+    pub ids: Vec<i64>,
+}
+
+/// One shard's transactions.
+#[derive(Debug)]
+pub(crate) struct TxnState {
+    pub settings: Transactions,
+    /// Number of the open (or last) transaction; bumped on begin and on abort.
+    seq: u64,
+    open: Option<Open>,
+}
+
+impl TxnState {
+    pub fn new(settings: Transactions) -> Self {
+        TxnState {
+            settings,
+            seq: 0,
+            open: None,
+        }
+    }
+
+    /// The tag of sends and reports that belong to the open (or last committed) transaction.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether a record may join a transaction now (none open, or the open one has room).
+    pub fn has_room(&self) -> bool {
+        self.open
+            .as_ref()
+            .is_none_or(|o| o.ids.len() < self.settings.max_records)
+    }
+
+    /// Whether a transaction must be begun before the next send.
+    pub fn needs_begin(&self) -> bool {
+        self.open.is_none()
+    }
+
+    /// A transaction was begun.
+    pub fn began(&mut self, now: Instant) {
+        self.seq += 1;
+        self.open = Some(Open {
+            began: now,
+            ids: Vec::new(),
+        });
+    }
+
+    /// A row was sent in the open transaction.
+    pub fn sent(&mut self, id: i64) {
+        if let Some(o) = self.open.as_mut() {
+            o.ids.push(id);
+        }
+    }
+
+    /// Whether the open transaction should commit now: full, open for `linger`, or the shard
+    /// is draining (nothing more will join it).
+    pub fn due(&self, now: Instant, draining: bool) -> bool {
+        self.open.as_ref().is_some_and(|o| {
+            !o.ids.is_empty()
+                && (draining
+                    || o.ids.len() >= self.settings.max_records
+                    || now.duration_since(o.began) >= self.settings.linger)
+        })
+    }
+
+    /// Takes the open transaction to commit it.
+    pub fn take(&mut self) -> Option<Open> {
+        self.open.take()
+    }
+
+    /// Puts a transaction taken for a commit back (the commit failed and it is to be aborted).
+    pub fn restore(&mut self, open: Open) {
+        self.open = Some(open);
+    }
+
+    /// Takes the open transaction to abort it; reports of its sends no longer match [`seq`].
+    ///
+    /// [`seq`]: TxnState::seq
+    pub fn take_aborted(&mut self) -> Option<Open> {
+        self.seq += 1;
+        self.open.take()
+    }
+
+    /// Whether a transaction is open.
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+}
+
+/// How the shard answers a failed transaction call (librdkafka's classification).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum CallFailure {
+    /// Call it again (a timeout, a coordinator moving).
+    Retry,
+    /// The transaction cannot commit: abort it and send its rows again.
+    Abort,
+    /// The producer is unusable (fenced by a newer instance of its id, or broken): the
+    /// pipeline restarts with fresh producers.
+    Fatal,
+}
+
+/// Classifies a failed `commit_transaction`/`abort_transaction`.
+pub(crate) fn classify_call(error: &rdkafka::error::KafkaError) -> CallFailure {
+    match error {
+        rdkafka::error::KafkaError::Transaction(e) if e.is_fatal() => CallFailure::Fatal,
+        rdkafka::error::KafkaError::Transaction(e) if e.txn_requires_abort() => {
+            CallFailure::Abort
+        }
+        rdkafka::error::KafkaError::Transaction(e) if e.is_retriable() => CallFailure::Retry,
+        _ => CallFailure::Fatal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(max_records: usize, linger_ms: u64) -> TxnState {
+        TxnState::new(Transactions {
+            max_records,
+            linger: Duration::from_millis(linger_ms),
+            timeout: Duration::from_secs(5),
+        })
+    }
+
+    #[test]
+    fn a_transaction_is_due_when_full_lingered_or_draining() {
+        let mut t = state(3, 100);
+        let now = Instant::now();
+        assert!(t.needs_begin() && t.has_room());
+        assert!(!t.due(now, true), "nothing open");
+        t.began(now);
+        assert!(!t.due(now, true), "an empty transaction has nothing to commit");
+        t.sent(1);
+        assert!(!t.due(now, false));
+        assert!(t.due(now, true), "draining");
+        assert!(t.due(now + Duration::from_millis(100), false), "lingered");
+        t.sent(2);
+        t.sent(3);
+        assert!(!t.has_room());
+        assert!(t.due(now, false), "full");
+        let open = t.take().unwrap();
+        assert_eq!(open.ids, vec![1, 2, 3]);
+        assert!(t.needs_begin() && t.has_room());
+    }
+
+    #[test]
+    fn an_abort_retags_so_old_reports_no_longer_match() {
+        let mut t = state(10, 100);
+        t.began(Instant::now());
+        let first = t.seq();
+        t.sent(7);
+        let open = t.take_aborted().unwrap();
+        assert_eq!(open.ids, vec![7]);
+        assert_ne!(t.seq(), first);
+        t.began(Instant::now());
+        assert_ne!(t.seq(), first, "the next transaction has a new tag too");
+        assert!(t.is_open());
+    }
+}
