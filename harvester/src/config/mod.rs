@@ -39,7 +39,8 @@ pub struct Config {
     pub kafka: KafkaConfig,
     /// librdkafka properties for the outbox producers only, on top of `kafka` (goharvest's
     /// `producerKafkaConfig`), e.g. `compression.type`, `linger.ms`, `delivery.timeout.ms`.
-    /// Default: none. `enable.idempotence` is forced and rejected here too.
+    /// Default: none. `enable.idempotence` (and in transactional mode `transactional.id`) is
+    /// forced and rejected here too.
     #[serde(default = "KafkaConfig::empty")]
     pub producer_kafka: KafkaConfig,
     /// Leader election: `kind = "neli"` (the default) plus that kind's fields.
@@ -103,6 +104,8 @@ pub struct Limits {
     /// failed one, and the pipeline replaces it and sends the key's rows again in order (a
     /// message timeout, which that guarantee does not cover, stops the pipeline the same way).
     /// A key's rows bound for another topic or an explicit partition go one window at a time.
+    /// With `publish.mode = "transactional"` no gapless guarantee is needed: a failed record
+    /// aborts its whole transaction, and read_committed consumers never see the aborted copies.
     pub max_in_flight_per_key: usize,
     /// Producer shards, each with its own idempotent producer; keys are routed by FNV-1a.
     /// Default 8.

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::{Config, LeaderConfig};
+use super::{Config, LeaderConfig, PublishConfig};
 use crate::error::{ConfigProblem, Error};
 
 /// Prefix of environment overrides: `HARVESTER__LIMITS__MAX_IN_FLIGHT_RECORDS=500` sets
@@ -26,7 +26,8 @@ impl Config {
     /// `kafka."bootstrap.servers"=b:9092` or `kafka.bootstrap.servers=b:9092`). Values are read
     /// as JSON when they parse (numbers, booleans, null, arrays), else as strings.
     /// `leader.kind=etcd` switches the elector (its fields start from their defaults), so
-    /// `leader.kind=zookeeper leader.session_timeout=3s` works in either order.
+    /// `leader.kind=zookeeper leader.session_timeout=3s` works in either order; so does
+    /// `publish.mode=transactional publish.transactional_id=orders`.
     pub fn with_overrides<'a, I>(self, overrides: I) -> crate::Result<Config>
     where
         I: IntoIterator<Item = (&'a str, &'a str)>,
@@ -44,6 +45,18 @@ impl Config {
                 let leader = LeaderConfig::defaults(kind).map_err(|e| invalid(*path, e))?;
                 tree["leader"] =
                     serde_json::to_value(leader).map_err(|e| invalid(*path, e.to_string()))?;
+            }
+        }
+        // Likewise a change of publishing mode: `publish.*` overrides name the new mode's fields.
+        if let Some((path, mode)) = overrides
+            .iter()
+            .rev()
+            .find(|(path, _)| split_path(path) == ["publish", "mode"])
+        {
+            if tree["publish"]["mode"].as_str() != Some(*mode) {
+                let publish = PublishConfig::defaults(mode).map_err(|e| invalid(*path, e))?;
+                tree["publish"] =
+                    serde_json::to_value(publish).map_err(|e| invalid(*path, e.to_string()))?;
             }
         }
         let mut touched = Vec::new();

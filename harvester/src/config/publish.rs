@@ -37,6 +37,7 @@ pub struct TransactionalConfig {
     /// `<transactional_id>-<i>`). Every harvester of this outbox must use the same value, so a
     /// successor fences its predecessor; no other producer on the cluster may use it. For
     /// example `"orders-outbox"`.
+    #[serde(default)]
     pub transactional_id: String,
     /// Most records in one transaction. Default 1000.
     #[serde(default = "default_max_records")]
@@ -57,6 +58,22 @@ fn default_linger() -> Duration {
 }
 
 impl PublishConfig {
+    /// The mode's settings at their defaults (`transactional_id` left empty: it must be set),
+    /// or why the mode is unknown.
+    pub fn defaults(mode: &str) -> Result<PublishConfig, String> {
+        match mode {
+            "idempotent" => Ok(PublishConfig::Idempotent),
+            "transactional" => Ok(PublishConfig::Transactional(TransactionalConfig {
+                transactional_id: String::new(),
+                max_records: default_max_records(),
+                linger: default_linger(),
+            })),
+            other => Err(format!(
+                "publish.mode must be \"idempotent\" or \"transactional\", not {other:?}"
+            )),
+        }
+    }
+
     /// The transactional settings, when that is the mode.
     pub fn transactional(&self) -> Option<&TransactionalConfig> {
         match self {

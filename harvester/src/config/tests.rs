@@ -241,3 +241,31 @@ fn transactional_mode_is_refused_when_sharing_by_bucket() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn overrides_switch_the_publishing_mode_in_either_order() {
+    let c = Config::default()
+        .with_overrides([
+            ("publish.transactional_id", "orders"),
+            ("publish.mode", "transactional"),
+            ("publish.linger", "30ms"),
+        ])
+        .unwrap();
+    let t = c.publish.transactional().unwrap();
+    assert_eq!(t.transactional_id, "orders");
+    assert_eq!(t.linger, Duration::from_millis(30));
+    let bare = Config::default()
+        .with_overrides([("publish.mode", "transactional")])
+        .unwrap();
+    let problems = bare.problems();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.field == "publish.transactional_id"),
+        "{problems:?}"
+    );
+    let err = Config::default()
+        .with_overrides([("publish.mode", "exactly_once")])
+        .unwrap_err();
+    assert!(err.to_string().contains("exactly_once"), "{err}");
+}
