@@ -26,6 +26,10 @@ pub struct DbWork {
     pub table: Option<TableWork>,
     /// What the per-record figures divide by.
     pub delivered: u64,
+    /// Kafka transactions committed and aborted (publish.mode = transactional; 0 otherwise):
+    /// the statements of the publishing side, reported beside the database's.
+    pub txn_committed: u64,
+    pub txn_aborted: u64,
 }
 
 impl DbWork {
@@ -62,6 +66,14 @@ impl DbWork {
                 t.updated,
             ));
         }
+        if self.txn_committed + self.txn_aborted > 0 {
+            s.push_str(&format!(
+                "; Kafka transactions: {} committed ({} records each), {} aborted",
+                self.txn_committed,
+                f(ratio(self.delivered, self.txn_committed), 1),
+                self.txn_aborted,
+            ));
+        }
         s
     }
 }
@@ -87,7 +99,21 @@ mod tests {
                 ..TableWork::default()
             }),
             delivered: 100,
+            txn_committed: 0,
+            txn_aborted: 0,
         };
+        assert!(!w.describe().contains("transactions"));
+        let w = DbWork {
+            txn_committed: 4,
+            txn_aborted: 1,
+            ..w
+        };
+        assert!(
+            w.describe()
+                .contains("Kafka transactions: 4 committed (25.0 records each), 1 aborted"),
+            "{}",
+            w.describe()
+        );
         assert_eq!(w.rows_per_mark(), Some(17.0));
         assert_eq!(w.rows_per_purge(), Some(25.0));
         assert_eq!(w.index_tuples_per_record(), Some(3.0));

@@ -548,6 +548,8 @@ async fn run_on(
         rows_marked: metered("marked"),
         purge_statements: metered("purge_queries"),
         rows_purged: metered("purged"),
+        txn_committed: metered("txn_committed"),
+        txn_aborted: metered("txn_aborted"),
         ..Default::default()
     };
     let log_records = tokio::task::block_in_place(|| {

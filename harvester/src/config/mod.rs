@@ -240,10 +240,16 @@ const GAPLESS: &str = "enable.gapless.guarantee";
 pub(crate) fn forced_producer(publish: &PublishConfig) -> Vec<(&'static str, String)> {
     let mut forced = vec![("enable.idempotence", "true".into())];
     if let Some(t) = publish.transactional() {
-        forced.push((TRANSACTIONAL_ID_KEY, format!("{}-<i>", t.transactional_id.trim())));
+        forced.push((
+            TRANSACTIONAL_ID_KEY,
+            format!("{}-<i>", t.transactional_id.trim()),
+        ));
     }
     forced
 }
+
+/// librdkafka's bound on a transaction's life (and so on its messages' delivery timeout).
+const TXN_TIMEOUT: &str = "transaction.timeout.ms";
 
 /// librdkafka's name of a transactional producer's id.
 pub(crate) const TRANSACTIONAL_ID_KEY: &str = "transactional.id";
@@ -370,6 +376,16 @@ impl Config {
             {
                 let ms = self.leader.delivery_timeout().as_millis().to_string();
                 c.set("delivery.timeout.ms", ms);
+            }
+            if self.publish.transactional().is_some()
+                && self.producer_kafka.get(TXN_TIMEOUT).is_none()
+                && self.kafka.get(TXN_TIMEOUT).is_none()
+            {
+                // librdkafka refuses a transactional producer whose messages may wait longer
+                // than its transactions: at least the succession (which bounds the delivery
+                // timeout), and librdkafka's 60 s default otherwise.
+                let ms = self.leader.succession().as_millis().max(60_000);
+                c.set(TXN_TIMEOUT, ms.to_string());
             }
         }
         Ok(config.expect("no problems means a config"))

@@ -36,7 +36,10 @@ pub struct TransactionalConfig {
     /// Required. The prefix of the shards' `transactional.id`s (shard `i` uses
     /// `<transactional_id>-<i>`). Every harvester of this outbox must use the same value, so a
     /// successor fences its predecessor; no other producer on the cluster may use it. For
-    /// example `"orders-outbox"`.
+    /// example `"orders-outbox"`. A successor fences only the ids of its own shards: before
+    /// lowering `limits.send_concurrency`, stop every harvester of the outbox (or wait the
+    /// producers' `transaction.timeout.ms`), or a stalled leader's shards above the new count
+    /// could still commit after it.
     #[serde(default)]
     pub transactional_id: String,
     /// Most records in one transaction. Default 1000.

@@ -175,7 +175,10 @@ fn publish_defaults_to_idempotent_and_reads_transactional_settings() {
     c.validate().unwrap();
     let d = transactional("x");
     let t = d.transactional().unwrap();
-    assert_eq!((t.max_records, t.linger), (1000, Duration::from_millis(100)));
+    assert_eq!(
+        (t.max_records, t.linger),
+        (1000, Duration::from_millis(100))
+    );
 }
 
 #[test]
@@ -185,8 +188,8 @@ fn publish_rejects_unknown_fields_and_modes() {
     )
     .unwrap_err();
     assert!(unknown.to_string().contains("batch"), "{unknown}");
-    let mode = serde_json::from_str::<Config>(r#"{"publish": {"mode": "exactly_once"}}"#)
-        .unwrap_err();
+    let mode =
+        serde_json::from_str::<Config>(r#"{"publish": {"mode": "exactly_once"}}"#).unwrap_err();
     assert!(mode.to_string().contains("exactly_once"), "{mode}");
 }
 
@@ -220,8 +223,7 @@ fn a_key_window_needs_no_gapless_guarantee_in_transactional_mode() {
     assert!(c
         .problems()
         .iter()
-        .any(|p| p.field == "limits.max_in_flight_per_key"
-            && p.message.contains("transactional")));
+        .any(|p| p.field == "limits.max_in_flight_per_key" && p.message.contains("transactional")));
     c.publish = transactional("orders");
     c.validate().unwrap();
 }

@@ -127,8 +127,8 @@ impl ShardProducer {
             producer
                 .init_transactions(init_timeout)
                 .map_err(Error::kafka(format!(
-                    "register transactional id {id:?} (shard {shard}) with the transaction coordinator"
-                )))?;
+                "register transactional id {id:?} (shard {shard}) with the transaction coordinator"
+            )))?;
         }
         Ok(Arc::new(ShardProducer {
             shard,

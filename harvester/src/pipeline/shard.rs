@@ -24,7 +24,7 @@ use super::classify::{classify, Failure};
 use super::keys::{Admitted, Finished, Key, KeyQueues, State};
 use super::producer::{Report, SendError, ShardProducer};
 use super::stall::Stall;
-use super::txn::{classify_call, CallFailure, TxnState};
+use super::txn::{classify_call, is_collateral, CallFailure, TxnState};
 use super::{Done, Stats, TermContext, ToPurger, ToShard};
 use crate::error::Error;
 use crate::outbox::OutboxRecord;
@@ -45,6 +45,8 @@ pub(crate) struct Shard {
     stall: Stall,
     /// Transactional mode: the open transaction.
     txn: Option<TxnState>,
+    /// The term's hard stop (set by `run`): transaction calls stop waiting on it.
+    hard: CancellationToken,
 }
 
 /// How long a blocked key waits for its reset rows before a full re-mark is forced.
@@ -67,6 +69,7 @@ impl Shard {
             retry: Vec::new(),
             outstanding: 0,
             queue_reported: 0,
+            hard: CancellationToken::new(),
         }
     }
 
@@ -77,6 +80,7 @@ impl Shard {
         hard: CancellationToken,
     ) -> Result<()> {
         let shard = self.producer.shard;
+        self.hard = hard.clone();
         let mut reports = self
             .producer
             .take_reports()
@@ -142,8 +146,9 @@ impl Shard {
         if !hard.is_cancelled() && self.txn.as_ref().is_some_and(TxnState::is_open) {
             // Leaving with a transaction open (a drain that timed out, a failure): abort it, so
             // read_committed consumers of its partitions are not held back until the broker
-            // times it out. Its rows stay marked for the next leader.
-            self.abort_call().await;
+            // times it out. Its rows stay marked for the next leader. One try: the next term's
+            // init_transactions aborts it anyway.
+            self.abort_call(1).await;
         }
         let held = self.keys.len();
         self.ctx.release(held);
@@ -199,7 +204,7 @@ impl Shard {
             }
             let mut txn_seq = 0;
             if let Some(txn) = self.txn.as_mut() {
-                if !txn.has_room() {
+                if !txn.has_room(front.record.id) {
                     // Full: sent once it has committed.
                     self.retry.push(key.clone());
                     return Ok(());
@@ -235,6 +240,11 @@ impl Shard {
                 Err(SendError::Failed(e)) => {
                     let id = front.record.id;
                     self.outstanding += 1; // balanced by on_failure
+                    if let Some(txn) = self.txn.as_mut() {
+                        // Part of the transaction it was meant for, so a row that fails alone
+                        // is blamed for it.
+                        txn.sent(id);
+                    }
                     return self.on_failure(id, &e).await;
                 }
             }
@@ -295,6 +305,9 @@ impl Shard {
     async fn on_failure(&mut self, id: i64, error: &rdkafka::error::KafkaError) -> Result<()> {
         self.outstanding = self.outstanding.saturating_sub(1);
         Stats::add(&self.ctx.stats.delivery_failures, 1);
+        if self.txn.is_some() && self.producer.fatal_error().is_none() {
+            return self.on_txn_failure(id, error).await;
+        }
         let attempts = {
             let a = self.attempts.entry(id).or_insert(0);
             *a += 1;
@@ -325,9 +338,6 @@ impl Shard {
                 )))
             }
         };
-        if self.txn.is_some() {
-            return self.abort(id, quarantine.then_some(attempts), error).await;
-        }
         if quarantine {
             self.attempts.remove(&id);
             if let Some(h) = self.keys.held_mut(id) {
@@ -431,6 +441,9 @@ impl Shard {
         let mut left = 0;
         let mut emptied = 0;
         for id in ids {
+            if let Some(txn) = self.txn.as_mut() {
+                txn.release(id);
+            }
             match self.keys.finish(id) {
                 Finished::NotHeld => continue,
                 Finished::KeyEmpty => emptied += 1,
@@ -474,7 +487,9 @@ impl Shard {
             // sending again. The broker fences this producer anyway once the successor has
             // registered its transactional id; this closes the window before that.
             txn.restore(open);
-            return self.abort_open(None, "leadership lapsed before the commit").await;
+            return self
+                .abort_open(None, "leadership lapsed before the commit")
+                .await;
         }
         let started = Instant::now();
         let mut retries = 0;
@@ -497,10 +512,31 @@ impl Shard {
                         "commit failed, aborting the transaction: {e}"
                     );
                     // Put it back so the abort resets its rows.
-                    if let Some(txn) = self.txn.as_mut() {
-                        txn.restore(open);
+                    let Some(txn) = self.txn.as_mut() else {
+                        return Ok(());
+                    };
+                    txn.restore(open);
+                    let (seq, alone) = (txn.seq(), txn.alone());
+                    let Some(id) = alone else {
+                        return self.abort_open(None, &e.to_string()).await;
+                    };
+                    // An isolated row alone: the failure is its own. Its report, queued by
+                    // the commit's flush, may say more than the commit does.
+                    let mut own = None;
+                    while let Ok(r) = reports.try_recv() {
+                        if let (true, Err(re)) = (r.tag.txn == seq && r.tag.id == id, r.result) {
+                            if !is_collateral(&re) {
+                                own = Some(re);
+                            }
+                        }
                     }
-                    return self.abort_open(None, &e.to_string()).await;
+                    let class = match own.as_ref().map(classify) {
+                        Some(c @ (Failure::Permanent | Failure::Transient)) => c,
+                        _ => Failure::Suspect,
+                    };
+                    let reason = own.map_or_else(|| e.to_string(), |re| re.to_string());
+                    let quarantine = self.blame(id, class);
+                    return self.abort(id, quarantine, &reason).await;
                 }
                 _ => {
                     return Err(Error::Pipeline(format!(
@@ -515,7 +551,10 @@ impl Shard {
             let stats = &self.ctx.stats;
             Stats::add(&stats.txn_committed, 1);
             stats.txn_records.0.observe(open.ids.len() as f64);
-            stats.txn_commit_seconds.0.observe_duration(started.elapsed());
+            stats
+                .txn_commit_seconds
+                .0
+                .observe_duration(started.elapsed());
         }
         // Every record of the transaction was delivered: their reports are queued already.
         while let Ok(report) = reports.try_recv() {
@@ -561,12 +600,7 @@ impl Shard {
 
     /// A record of the open transaction failed (`failed`, quarantined when `quarantine` gives
     /// its attempts): the transaction is aborted and every key it touched is reset.
-    async fn abort(
-        &mut self,
-        failed: i64,
-        quarantine: Option<u32>,
-        error: &rdkafka::error::KafkaError,
-    ) -> Result<()> {
+    async fn abort(&mut self, failed: i64, quarantine: Option<u32>, error: &str) -> Result<()> {
         if let Some(attempts) = quarantine {
             self.attempts.remove(&failed);
             if let Some(h) = self.keys.held_mut(failed) {
@@ -585,14 +619,58 @@ impl Shard {
                 .await
                 .map_err(|_| Error::Pipeline("purger stopped".into()))?;
         }
-        self.abort_open(Some(failed), &error.to_string()).await
+        self.abort_open(Some(failed), error).await
+    }
+
+    /// A failure of a record of the open transaction. Only a row alone in its transaction
+    /// (isolated after an abort) is blamed for it; otherwise the transaction is aborted and its
+    /// rows are isolated, so a row that can never be written shows itself on its next try.
+    async fn on_txn_failure(&mut self, id: i64, error: &rdkafka::error::KafkaError) -> Result<()> {
+        let alone = self.txn.as_ref().and_then(TxnState::alone) == Some(id);
+        let class = if is_collateral(error) {
+            Failure::Suspect
+        } else {
+            classify(error)
+        };
+        match class {
+            Failure::Fatal => {
+                return Err(Error::Pipeline(format!(
+                    "shard {}: producer failed fatally: {error}",
+                    self.producer.shard
+                )))
+            }
+            Failure::Transient => {
+                if let Some((failing, failures)) = self.stall.failure(Instant::now(), error) {
+                    return Err(self.stuck(failing, failures));
+                }
+            }
+            _ => {}
+        }
+        let quarantine = if alone { self.blame(id, class) } else { None };
+        self.abort(id, quarantine, &error.to_string()).await
+    }
+
+    /// Counts a failure against a row alone in its transaction; the attempts so far when the
+    /// row is to be quarantined (at once when it can never succeed, after
+    /// `max_delivery_attempts` when it may be a misconfiguration).
+    fn blame(&mut self, id: i64, class: Failure) -> Option<u32> {
+        if !matches!(class, Failure::Permanent | Failure::Suspect) {
+            return None;
+        }
+        let attempts = {
+            let a = self.attempts.entry(id).or_insert(0);
+            *a += 1;
+            *a
+        };
+        (class == Failure::Permanent || attempts >= self.ctx.limits.max_delivery_attempts)
+            .then_some(attempts)
     }
 
     /// Aborts the open transaction and resets the rows of every key it touched (and of
     /// `failed`'s key), so they are marked and sent again in id order.
     async fn abort_open(&mut self, failed: Option<i64>, why: &str) -> Result<()> {
         let open = self.txn.as_mut().and_then(TxnState::take_aborted);
-        if !self.abort_call().await {
+        if !self.abort_call(4).await {
             return Err(Error::Pipeline(format!(
                 "shard {}: cannot abort a failed transaction ({why}); restarting with fresh producers",
                 self.producer.shard
@@ -617,27 +695,42 @@ impl Shard {
         }
         // Nothing is outstanding outside the open transaction.
         self.outstanding = 0;
+        if let Some(txn) = self.txn.as_mut() {
+            txn.isolate(
+                open.iter()
+                    .flat_map(|o| o.ids.iter().copied())
+                    .chain(failed),
+            );
+        }
         Ok(())
     }
 
-    /// Calls `abort_transaction` (retrying what librdkafka says may be retried); false when the
-    /// producer cannot abort (fenced, fatal).
-    async fn abort_call(&mut self) -> bool {
+    /// Calls `abort_transaction` up to `tries` times (retrying what librdkafka says may be
+    /// retried); false when the producer cannot abort (fenced, fatal) or the term was cut.
+    async fn abort_call(&mut self, tries: usize) -> bool {
         let Some(timeout) = self.txn.as_ref().map(|t| t.settings.timeout) else {
             return true;
         };
         if let Some(txn) = self.txn.as_mut() {
             txn.take_aborted();
         }
-        for _ in 0..4 {
+        for _ in 0..tries {
             let producer = Arc::clone(&self.producer);
-            match tokio::task::spawn_blocking(move || producer.abort(timeout)).await {
+            let call = tokio::task::spawn_blocking(move || producer.abort(timeout));
+            let outcome = tokio::select! {
+                joined = call => joined,
+                () = self.hard.cancelled() => return false,
+            };
+            match outcome {
                 Ok(Ok(())) => return true,
                 Ok(Err(e)) if classify_call(&e) == CallFailure::Retry => {
                     tracing::debug!(shard = self.producer.shard, "abort failed, retrying: {e}");
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(shard = self.producer.shard, "cannot abort the transaction: {e}");
+                    tracing::warn!(
+                        shard = self.producer.shard,
+                        "cannot abort the transaction: {e}"
+                    );
                     return false;
                 }
                 Err(e) => {

@@ -7,7 +7,15 @@
 //! become visible without an earlier one (a read_committed consumer sees all of a transaction or
 //! none of it). Each transaction has a number that tags its sends, so a report that arrives for
 //! an aborted transaction is told apart from one for the same row sent again later.
+//!
+//! An aborted transaction does not say which row was at fault: librdkafka fails a whole produce
+//! batch, purges the rest of the transaction, and may only report the cause at commit. So the
+//! rows of an aborted transaction are *isolated*: each is sent again in a transaction of its
+//! own, where a failure can only be that row's, and is counted against it (a row that can never
+//! be written is quarantined, as in idempotent mode, instead of aborting every transaction it
+//! joins). A row leaves isolation when its transaction commits.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 /// What the shards need of `publish.mode = "transactional"`.
@@ -35,6 +43,8 @@ pub(crate) struct TxnState {
     /// Number of the open (or last) transaction; bumped on begin and on abort.
     seq: u64,
     open: Option<Open>,
+    /// Rows of aborted transactions, sent one per transaction until committed.
+    isolated: HashSet<i64>,
 }
 
 impl TxnState {
@@ -43,6 +53,7 @@ impl TxnState {
             settings,
             seq: 0,
             open: None,
+            isolated: HashSet::new(),
         }
     }
 
@@ -51,11 +62,40 @@ impl TxnState {
         self.seq
     }
 
-    /// Whether a record may join a transaction now (none open, or the open one has room).
-    pub fn has_room(&self) -> bool {
-        self.open
-            .as_ref()
-            .is_none_or(|o| o.ids.len() < self.settings.max_records)
+    /// Whether row `id` may join a transaction now: none open, or the open one has room (an
+    /// isolated row goes alone).
+    pub fn has_room(&self, id: i64) -> bool {
+        let Some(o) = self.open.as_ref() else {
+            return true;
+        };
+        if o.ids.is_empty() {
+            return true;
+        }
+        !self.isolated.contains(&id)
+            && !self.isolated.contains(&o.ids[0])
+            && o.ids.len() < self.settings.max_records
+    }
+
+    /// The row of the open transaction when it is an isolated row alone, whose failure is its
+    /// own.
+    pub fn alone(&self) -> Option<i64> {
+        let o = self.open.as_ref()?;
+        match o.ids.as_slice() {
+            [id] if self.isolated.contains(id) => Some(*id),
+            _ => None,
+        }
+    }
+
+    /// Rows of an aborted transaction: each goes alone from now on.
+    pub fn isolate(&mut self, ids: impl IntoIterator<Item = i64>) {
+        self.isolated.extend(ids);
+    }
+
+    /// A row left the pipeline's hands for good (committed, quarantined): no longer isolated.
+    pub fn release(&mut self, id: i64) {
+        if !self.isolated.is_empty() {
+            self.isolated.remove(&id);
+        }
     }
 
     /// Whether a transaction must be begun before the next send.
@@ -86,6 +126,7 @@ impl TxnState {
             !o.ids.is_empty()
                 && (draining
                     || o.ids.len() >= self.settings.max_records
+                    || self.isolated.contains(&o.ids[0])
                     || now.duration_since(o.began) >= self.settings.linger)
         })
     }
@@ -129,13 +170,24 @@ pub(crate) enum CallFailure {
 /// Classifies a failed `commit_transaction`/`abort_transaction`.
 pub(crate) fn classify_call(error: &rdkafka::error::KafkaError) -> CallFailure {
     match error {
+        // rdkafka's commit flushes first: a flush that timed out leaves the commit to resume.
+        rdkafka::error::KafkaError::Flush(_) => CallFailure::Retry,
         rdkafka::error::KafkaError::Transaction(e) if e.is_fatal() => CallFailure::Fatal,
-        rdkafka::error::KafkaError::Transaction(e) if e.txn_requires_abort() => {
-            CallFailure::Abort
-        }
+        rdkafka::error::KafkaError::Transaction(e) if e.txn_requires_abort() => CallFailure::Abort,
         rdkafka::error::KafkaError::Transaction(e) if e.is_retriable() => CallFailure::Retry,
         _ => CallFailure::Fatal,
     }
+}
+
+/// Whether a record's failure is librdkafka's own bookkeeping after its transaction failed
+/// (purged from the queue or in flight, refused in an aborting transaction): it says nothing
+/// about the record.
+pub(crate) fn is_collateral(error: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    matches!(
+        error.rdkafka_error_code(),
+        Some(C::PurgeQueue | C::PurgeInflight | C::State)
+    )
 }
 
 #[cfg(test)]
@@ -154,21 +206,53 @@ mod tests {
     fn a_transaction_is_due_when_full_lingered_or_draining() {
         let mut t = state(3, 100);
         let now = Instant::now();
-        assert!(t.needs_begin() && t.has_room());
+        assert!(t.needs_begin() && t.has_room(1));
         assert!(!t.due(now, true), "nothing open");
         t.began(now);
-        assert!(!t.due(now, true), "an empty transaction has nothing to commit");
+        assert!(
+            !t.due(now, true),
+            "an empty transaction has nothing to commit"
+        );
         t.sent(1);
         assert!(!t.due(now, false));
         assert!(t.due(now, true), "draining");
         assert!(t.due(now + Duration::from_millis(100), false), "lingered");
         t.sent(2);
         t.sent(3);
-        assert!(!t.has_room());
+        assert!(!t.has_room(4));
         assert!(t.due(now, false), "full");
         let open = t.take().unwrap();
         assert_eq!(open.ids, vec![1, 2, 3]);
-        assert!(t.needs_begin() && t.has_room());
+        assert!(t.needs_begin() && t.has_room(4));
+    }
+
+    #[test]
+    fn rows_of_an_aborted_transaction_go_alone_until_committed() {
+        let mut t = state(100, 100);
+        let now = Instant::now();
+        t.began(now);
+        t.sent(1);
+        t.sent(2);
+        assert_eq!(
+            t.alone(),
+            None,
+            "two rows: a failure is nobody's in particular"
+        );
+        let open = t.take_aborted().unwrap();
+        t.isolate(open.ids);
+        t.began(now);
+        assert!(t.has_room(2), "an empty transaction takes an isolated row");
+        t.sent(2);
+        assert_eq!(t.alone(), Some(2));
+        assert!(!t.has_room(3), "nothing joins an isolated row");
+        assert!(t.due(now, false), "an isolated row commits at once");
+        t.take();
+        t.release(2);
+        t.began(now);
+        t.sent(3);
+        assert!(!t.has_room(1), "an isolated row does not join others");
+        assert!(t.has_room(4));
+        assert_eq!(t.alone(), None);
     }
 
     #[test]

@@ -150,6 +150,13 @@ impl World {
         r
     }
 
+    /// Expects sequence `seq` of `key` (for rows written with [`World::stash`]).
+    pub fn expect(&self, key: &str, seq: u64) {
+        self.verifier
+            .lock()
+            .expect(&self.topic, key.as_bytes(), seq);
+    }
+
     /// One writer: `per_key` records for each of `keys` keys, `batch` per transaction, committed.
     pub async fn write(&self, keys: usize, per_key: u64, batch: usize) {
         self.write_keys("k", keys, per_key, batch).await
