@@ -11,7 +11,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::faults::ProduceFaults;
+use common::faults::{harvest_under_faults, FaultRun};
 use common::{Backend, World};
 use harvester::election::mock::MockElector;
 use harvester::Harvester;
@@ -119,23 +119,22 @@ async fn produce_failures_are_retried_without_loss_or_reorder(backend: Backend) 
     }
     let world = World::on_broker(backend, "hvfault", 4, shared.isolated(1).unwrap()).await;
     world.migrate().await;
-    let mut config = world.config();
-    // INVALID_RECORD is "suspect" (could be a misconfiguration); here it is injected and
-    // transient, so give rows enough attempts that none is quarantined.
-    config.limits.max_delivery_attempts = 1000;
-    let handle = world.start(config).await;
-    let started = std::time::Instant::now();
     // Produce requests fail now and then (see `ProduceFaults`).
-    let faults = ProduceFaults::start(&world.broker);
-    world.write(50, 30, 25).await;
-    let report = world.verify(Duration::from_secs(120)).await;
-    let injected = faults.stop().await;
-    world.drained().await;
-    let stats = handle.harvester.stats();
-    handle.stop().await.unwrap();
+    let FaultRun {
+        report,
+        injected,
+        stats,
+        took,
+    } = harvest_under_faults(
+        &world,
+        world.config(),
+        (50, 30, 25),
+        Duration::from_secs(120),
+    )
+    .await;
     println!(
-        "{backend:?}, produce faults: {injected} errors injected over {:?}; delivery failures seen {}, rows reset {}, quarantined {}: {report}",
-        started.elapsed(), stats.delivery_failures, stats.reset, stats.quarantined
+        "{backend:?}, produce faults: {injected} errors injected over {took:?}; delivery failures seen {}, rows reset {}, quarantined {}: {report}",
+        stats.delivery_failures, stats.reset, stats.quarantined
     );
     report.assert_correct();
     assert_eq!(report.delivered, 1500);

@@ -11,7 +11,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::faults::ProduceFaults;
+use common::faults::{harvest_under_faults, FaultRun};
 use common::{Backend, World};
 use harvester::election::mock::MockElector;
 use harvester::{Config, Harvester};
@@ -60,17 +60,18 @@ async fn produce_failures_keep_first_deliveries_in_order(backend: Backend) {
     }
     let world = World::on_broker(backend, "hvpipefault", 4, shared.isolated(1).unwrap()).await;
     world.migrate().await;
-    let mut config = pipelined(&world);
-    // INVALID_RECORD is "suspect"; injected here, it is transient: no row may be quarantined.
-    config.limits.max_delivery_attempts = 1000;
-    let handle = world.start(config).await;
-    let faults = ProduceFaults::start(&world.broker);
-    world.write(5, 300, 50).await;
-    let report = world.verify(Duration::from_secs(150)).await;
-    let injected = faults.stop().await;
-    world.drained().await;
-    let stats = handle.harvester.stats();
-    handle.stop().await.unwrap();
+    let FaultRun {
+        report,
+        injected,
+        stats,
+        ..
+    } = harvest_under_faults(
+        &world,
+        pipelined(&world),
+        (5, 300, 50),
+        Duration::from_secs(150),
+    )
+    .await;
     println!(
         "{backend:?}, produce faults, {WINDOW} in flight per key: {injected} errors injected; delivery failures {}, pipeline restarts {}, rows reset {}, quarantined {}: {report}",
         stats.delivery_failures, stats.pipeline_restarts, stats.reset, stats.quarantined

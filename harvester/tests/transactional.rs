@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::faults::ProduceFaults;
+use common::faults::{harvest_under_faults, FaultRun};
 use common::{Backend, World};
 use harvester::config::PublishConfig;
 use harvester::Config;
@@ -80,17 +80,18 @@ async fn a_failed_record_aborts_its_transaction(backend: Backend) {
     }
     let world = World::on_broker(backend, "hvtxnfault", 4, shared.isolated(1).unwrap()).await;
     world.migrate().await;
-    let mut config = transactional(&world, "hvtxnfault");
-    // INVALID_RECORD is "suspect"; injected here, it is transient: no row may be quarantined.
-    config.limits.max_delivery_attempts = 1000;
-    let handle = world.start(config).await;
-    let faults = ProduceFaults::start(&world.broker);
-    world.write(5, 300, 50).await;
-    let report = world.verify(Duration::from_secs(150)).await;
-    let injected = faults.stop().await;
-    world.drained().await;
-    let stats = handle.harvester.stats();
-    handle.stop().await.unwrap();
+    let FaultRun {
+        report,
+        injected,
+        stats,
+        ..
+    } = harvest_under_faults(
+        &world,
+        transactional(&world, "hvtxnfault"),
+        (5, 300, 50),
+        Duration::from_secs(150),
+    )
+    .await;
     println!(
         "{backend:?}, transactional, produce faults: {injected} errors injected; delivery failures {}, transactions committed {} / aborted {}, rows reset {}, pipeline restarts {}, quarantined {}: {report}",
         stats.delivery_failures,

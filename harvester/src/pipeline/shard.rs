@@ -49,6 +49,16 @@ pub(crate) struct Shard {
     hard: CancellationToken,
 }
 
+/// Records the time from a row's `create_time` to its acknowledgement (in transactional mode,
+/// to its transaction's commit).
+fn observe_commit_to_ack(stats: &Stats, created: chrono::DateTime<chrono::Utc>) {
+    let age = chrono::Utc::now() - created;
+    stats
+        .commit_to_ack_seconds
+        .0
+        .observe(age.num_microseconds().unwrap_or(0) as f64 / 1e6);
+}
+
 /// How long a blocked key waits for its reset rows before a full re-mark is forced.
 const BLOCKED_PATIENCE: Duration = Duration::from_secs(30);
 
@@ -283,11 +293,7 @@ impl Shard {
                     if let Some(sent) = sent_at {
                         stats.publish_seconds.0.observe_duration(sent.elapsed());
                     }
-                    let age = chrono::Utc::now() - created;
-                    stats
-                        .commit_to_ack_seconds
-                        .0
-                        .observe(age.num_microseconds().unwrap_or(0) as f64 / 1e6);
+                    observe_commit_to_ack(stats, created);
                 }
                 let msg = ToPurger::Acked {
                     shard: self.producer.shard,
@@ -576,11 +582,7 @@ impl Shard {
             let created = h.record.create_time;
             acked += 1;
             self.attempts.remove(&id);
-            let age = chrono::Utc::now() - created;
-            stats
-                .commit_to_ack_seconds
-                .0
-                .observe(age.num_microseconds().unwrap_or(0) as f64 / 1e6);
+            observe_commit_to_ack(stats, created);
             let msg = ToPurger::Acked {
                 shard: self.producer.shard,
                 id,

@@ -2,9 +2,13 @@
 
 use std::time::Duration;
 
-use testkit::Broker;
+use harvester::stats::StatsSnapshot;
+use harvester::Config;
+use testkit::{Broker, Report};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+use super::World;
 
 /// Every 100 ms the next produce request fails, alternating an error librdkafka retries itself
 /// (NOT_LEADER_FOR_PARTITION) with one it hands back (INVALID_RECORD: "suspect" to the
@@ -48,5 +52,43 @@ impl ProduceFaults {
         let injected = self.task.await.unwrap();
         self.broker.clear_request_errors("Produce").unwrap();
         injected
+    }
+}
+
+/// What a harvest under produce faults gave.
+pub struct FaultRun {
+    pub report: Report,
+    /// Errors injected.
+    pub injected: u64,
+    pub stats: StatsSnapshot,
+    pub took: Duration,
+}
+
+/// Harvests with `config` while [`ProduceFaults`] runs: writes `keys` keys x `per_key` rows,
+/// `batch` per transaction, verifies (up to `timeout`), stops the faults, waits for the outbox to
+/// drain and stops the harvester. INVALID_RECORD is "suspect" (it could be a misconfiguration);
+/// injected here it is transient, so rows get enough attempts that none is quarantined.
+pub async fn harvest_under_faults(
+    world: &World,
+    mut config: Config,
+    (keys, per_key, batch): (usize, u64, usize),
+    timeout: Duration,
+) -> FaultRun {
+    config.limits.max_delivery_attempts = 1000;
+    let handle = world.start(config).await;
+    let started = std::time::Instant::now();
+    let faults = ProduceFaults::start(&world.broker);
+    world.write(keys, per_key, batch).await;
+    let report = world.verify(timeout).await;
+    let injected = faults.stop().await;
+    let took = started.elapsed();
+    world.drained().await;
+    let stats = handle.harvester.stats();
+    handle.stop().await.unwrap();
+    FaultRun {
+        report,
+        injected,
+        stats,
+        took,
     }
 }
