@@ -216,6 +216,12 @@ impl TermContext {
             })?
     }
 
+    /// Whether the pipeline is nearly full: fewer permits free than a quarter of a mark batch
+    /// (the marker's own threshold, see `marker::take_permits`).
+    pub fn nearly_full(&self) -> bool {
+        self.permits.available_permits() < (self.limits.mark_query_records / 4).max(1)
+    }
+
     /// Returns `n` permits (records leaving the pipeline).
     pub fn release(&self, n: usize) {
         if n > 0 {

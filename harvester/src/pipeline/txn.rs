@@ -2,7 +2,10 @@
 //!
 //! A shard has at most one transaction open: records join it until it holds
 //! `publish.max_records` or has been open for `publish.linger` (or the shard drains), then it
-//! commits, and only then are its rows purged. A record that fails dooms the whole transaction:
+//! commits, and only then are its rows purged. A row in an open transaction holds its permit
+//! until then, so the pipeline's permits bound the rate at `max_in_flight_records` per linger:
+//! when the pipeline is nearly full the transaction commits at once instead (lingering then
+//! gathers nothing, the marker has no permits to mark more). A record that fails dooms the whole transaction:
 //! it is aborted and the rows of every key it touched are reset, so no later record of a key can
 //! become visible without an earlier one (a read_committed consumer sees all of a transaction or
 //! none of it). Each transaction has a number that tags its sends, so a report that arrives for
@@ -119,16 +122,25 @@ impl TxnState {
         }
     }
 
-    /// Whether the open transaction should commit now: full, open for `linger`, or the shard
-    /// is draining (nothing more will join it).
-    pub fn due(&self, now: Instant, draining: bool) -> bool {
+    /// Whether the open transaction should commit now: full, open for `linger`, the shard is
+    /// draining (nothing more will join it) or the pipeline is `starved` (nearly out of
+    /// permits: its rows are waiting for commits to free them).
+    pub fn due(&self, now: Instant, draining: bool, starved: bool) -> bool {
         self.open.as_ref().is_some_and(|o| {
             !o.ids.is_empty()
                 && (draining
+                    || starved
                     || o.ids.len() >= self.settings.max_records
                     || self.isolated.contains(&o.ids[0])
                     || now.duration_since(o.began) >= self.settings.linger)
         })
+    }
+
+    /// How long the open transaction has been open.
+    pub fn age(&self, now: Instant) -> Duration {
+        self.open
+            .as_ref()
+            .map_or(Duration::ZERO, |o| now.duration_since(o.began))
     }
 
     /// Takes the open transaction to commit it.
@@ -207,20 +219,27 @@ mod tests {
         let mut t = state(3, 100);
         let now = Instant::now();
         assert!(t.needs_begin() && t.has_room(1));
-        assert!(!t.due(now, true), "nothing open");
+        assert!(!t.due(now, true, false), "nothing open");
         t.began(now);
         assert!(
-            !t.due(now, true),
+            !t.due(now, true, false),
             "an empty transaction has nothing to commit"
         );
         t.sent(1);
-        assert!(!t.due(now, false));
-        assert!(t.due(now, true), "draining");
-        assert!(t.due(now + Duration::from_millis(100), false), "lingered");
+        assert!(!t.due(now, false, false));
+        assert!(t.due(now, true, false), "draining");
+        assert!(
+            t.due(now + Duration::from_millis(100), false, false),
+            "lingered"
+        );
+        assert!(
+            t.due(now, false, true),
+            "the pipeline is starved of permits"
+        );
         t.sent(2);
         t.sent(3);
         assert!(!t.has_room(4));
-        assert!(t.due(now, false), "full");
+        assert!(t.due(now, false, false), "full");
         let open = t.take().unwrap();
         assert_eq!(open.ids, vec![1, 2, 3]);
         assert!(t.needs_begin() && t.has_room(4));
@@ -245,7 +264,7 @@ mod tests {
         t.sent(2);
         assert_eq!(t.alone(), Some(2));
         assert!(!t.has_room(3), "nothing joins an isolated row");
-        assert!(t.due(now, false), "an isolated row commits at once");
+        assert!(t.due(now, false, false), "an isolated row commits at once");
         t.take();
         t.release(2);
         t.began(now);
