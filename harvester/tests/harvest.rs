@@ -11,7 +11,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::faults::{harvest_under_faults, FaultRun};
+use common::faults::{self, harvest_under_faults, FaultRun};
 use common::{Backend, World};
 use harvester::election::mock::MockElector;
 use harvester::Harvester;
@@ -119,7 +119,7 @@ async fn produce_failures_are_retried_without_loss_or_reorder(backend: Backend) 
     }
     let world = World::on_broker(backend, "hvfault", 4, shared.isolated(1).unwrap()).await;
     world.migrate().await;
-    // Produce requests fail now and then (see `ProduceFaults`).
+    // Produce requests fail now and then (see `faults::PRODUCE`).
     let FaultRun {
         report,
         injected,
@@ -128,6 +128,7 @@ async fn produce_failures_are_retried_without_loss_or_reorder(backend: Backend) 
     } = harvest_under_faults(
         &world,
         world.config(),
+        faults::PRODUCE,
         (50, 30, 25),
         Duration::from_secs(120),
     )

@@ -8,13 +8,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::faults::{harvest_under_faults, FaultRun};
+use common::faults::{self, harvest_under_faults, FaultRun};
 use common::{Backend, World};
-use harvester::election::mock::MockElector;
-use harvester::{Config, Harvester};
+use harvester::Config;
 
 on_every_backend!(
     a_hot_key_pipelined_stays_in_order,
@@ -50,7 +48,7 @@ async fn a_hot_key_pipelined_stays_in_order(backend: Backend) {
     assert_eq!(stats.delivery_failures, 0);
 }
 
-/// Produce requests fail now and then (`ProduceFaults`); INVALID_RECORD, with the gapless
+/// Produce requests fail now and then (`faults::PRODUCE`); INVALID_RECORD, with the gapless
 /// guarantee, fails the producer: the pipeline restarts and re-sends each key's unpurged rows.
 async fn produce_failures_keep_first_deliveries_in_order(backend: Backend) {
     let shared = testkit::Broker::discover().unwrap();
@@ -68,6 +66,7 @@ async fn produce_failures_keep_first_deliveries_in_order(backend: Backend) {
     } = harvest_under_faults(
         &world,
         pipelined(&world),
+        faults::PRODUCE,
         (5, 300, 50),
         Duration::from_secs(150),
     )
@@ -102,16 +101,7 @@ async fn a_row_the_broker_refuses_is_quarantined_once(backend: Backend) {
     let world = World::on_broker(backend, "hvpiperefuse", 4, shared.isolated(1).unwrap()).await;
     world.migrate().await;
     // The mock elector: NELI's heartbeats are produces too, and one could take the refusal.
-    let config = pipelined(&world);
-    let store = harvester::store::connect(&config.database, &config.outbox)
-        .await
-        .unwrap();
-    let elector = MockElector::new();
-    let harvester = Harvester::new(config, store, Arc::new(elector.clone()))
-        .await
-        .unwrap();
-    let handle = Arc::new(harvester).spawn();
-    elector.acquire();
+    let handle = world.start_leading(pipelined(&world)).await;
     world.write(2, 50, 25).await;
     world.drained().await;
     world

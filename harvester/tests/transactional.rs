@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::faults::{harvest_under_faults, FaultRun};
+use common::faults::{self, harvest_under_faults, FaultRun};
 use common::{Backend, World};
 use harvester::config::PublishConfig;
 use harvester::Config;
@@ -70,8 +70,11 @@ async fn transactions_deliver_every_key_in_order(backend: Backend) {
     );
 }
 
-/// Produce requests fail now and then (`ProduceFaults`): each failure dooms its transaction,
-/// which is aborted; every key it touched is reset and sent again.
+/// The broker refuses to add a partition to a transaction now and then
+/// (`faults::ADD_PARTITIONS_TO_TXN`, only the outbox's producers send these): each refusal
+/// dooms its transaction, which is aborted; every key it touched is reset and sent again.
+/// (Produce errors would do too, but a transactional producer then bumps its epoch, after which
+/// the mock acknowledges records it never writes: see `faults::ADD_PARTITIONS_TO_TXN`.)
 async fn a_failed_record_aborts_its_transaction(backend: Backend) {
     let shared = testkit::Broker::discover().unwrap();
     if !shared.supports_faults() {
@@ -88,12 +91,13 @@ async fn a_failed_record_aborts_its_transaction(backend: Backend) {
     } = harvest_under_faults(
         &world,
         transactional(&world, "hvtxnfault"),
+        faults::ADD_PARTITIONS_TO_TXN,
         (5, 300, 50),
         Duration::from_secs(150),
     )
     .await;
     println!(
-        "{backend:?}, transactional, produce faults: {injected} errors injected; delivery failures {}, transactions committed {} / aborted {}, rows reset {}, pipeline restarts {}, quarantined {}: {report}",
+        "{backend:?}, transactional, partitions refused to transactions: {injected} errors injected; delivery failures {}, transactions committed {} / aborted {}, rows reset {}, pipeline restarts {}, quarantined {}: {report}",
         stats.delivery_failures,
         stats.txn_committed,
         stats.txn_aborted,

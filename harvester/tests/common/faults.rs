@@ -1,4 +1,4 @@
-//! Produce failures injected into the embedded broker while a test runs.
+//! Request failures injected into the embedded broker while a test runs.
 
 use std::time::Duration;
 
@@ -10,39 +10,60 @@ use tokio_util::sync::CancellationToken;
 
 use super::World;
 
-/// Every 100 ms the next produce request fails, alternating an error librdkafka retries itself
-/// (NOT_LEADER_FOR_PARTITION) with one it hands back (INVALID_RECORD: "suspect" to the
-/// harvester, which with the gapless guarantee also fails the producer).
-pub struct ProduceFaults {
+/// Which requests fail, and with what (in turn, one every 100 ms).
+#[derive(Clone, Copy)]
+pub struct Faults {
+    pub api: &'static str,
+    pub errors: &'static [&'static str],
+}
+
+/// Produce requests, alternating an error librdkafka retries itself (NOT_LEADER_FOR_PARTITION)
+/// with one it hands back (INVALID_RECORD: "suspect" to the harvester, which with the gapless
+/// guarantee also fails the producer). NELI's heartbeats are produces too and take some.
+pub const PRODUCE: Faults = Faults {
+    api: "Produce",
+    errors: &["INVALID_RECORD", "NOT_LEADER_FOR_PARTITION"],
+};
+
+/// A transactional producer's registration of a partition with its transaction: the
+/// transaction can then only abort. Only the outbox's transactional producers send these, and
+/// no record of the partition has been written yet, so librdkafka need not bump its epoch (after
+/// a bump librdkafka's mock cluster acknowledges the new epoch's first records without writing
+/// them: its sequence window per partition outlives the epoch).
+pub const ADD_PARTITIONS_TO_TXN: Faults = Faults {
+    api: "AddPartitionsToTxn",
+    errors: &["TOPIC_AUTHORIZATION_FAILED"],
+};
+
+/// Every 100 ms the next request of `faults.api` fails (see [`Faults`]).
+pub struct RequestFaults {
     stop: CancellationToken,
     task: JoinHandle<u64>,
     broker: Broker,
+    api: &'static str,
 }
 
-impl ProduceFaults {
-    pub fn start(broker: &Broker) -> Self {
+impl RequestFaults {
+    pub fn start(broker: &Broker, faults: Faults) -> Self {
         let stop = CancellationToken::new();
         let task = {
             let (stop, broker) = (stop.clone(), broker.clone());
             tokio::spawn(async move {
                 let mut n = 0u64;
                 while !stop.is_cancelled() {
-                    let error = if n.is_multiple_of(2) {
-                        "INVALID_RECORD"
-                    } else {
-                        "NOT_LEADER_FOR_PARTITION"
-                    };
-                    broker.request_errors("Produce", &[error]).unwrap();
+                    let error = faults.errors[n as usize % faults.errors.len()];
+                    broker.request_errors(faults.api, &[error]).unwrap();
                     n += 1;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 n
             })
         };
-        ProduceFaults {
+        RequestFaults {
             stop,
             task,
             broker: broker.clone(),
+            api: faults.api,
         }
     }
 
@@ -50,7 +71,7 @@ impl ProduceFaults {
     pub async fn stop(self) -> u64 {
         self.stop.cancel();
         let injected = self.task.await.unwrap();
-        self.broker.clear_request_errors("Produce").unwrap();
+        self.broker.clear_request_errors(self.api).unwrap();
         injected
     }
 }
@@ -64,20 +85,21 @@ pub struct FaultRun {
     pub took: Duration,
 }
 
-/// Harvests with `config` while [`ProduceFaults`] runs: writes `keys` keys x `per_key` rows,
+/// Harvests with `config` while [`RequestFaults`] inject `faults`: writes `keys` keys x `per_key` rows,
 /// `batch` per transaction, verifies (up to `timeout`), stops the faults, waits for the outbox to
 /// drain and stops the harvester. INVALID_RECORD is "suspect" (it could be a misconfiguration);
 /// injected here it is transient, so rows get enough attempts that none is quarantined.
 pub async fn harvest_under_faults(
     world: &World,
     mut config: Config,
+    faults: Faults,
     (keys, per_key, batch): (usize, u64, usize),
     timeout: Duration,
 ) -> FaultRun {
     config.limits.max_delivery_attempts = 1000;
     let handle = world.start(config).await;
     let started = std::time::Instant::now();
-    let faults = ProduceFaults::start(&world.broker);
+    let faults = RequestFaults::start(&world.broker, faults);
     world.write(keys, per_key, batch).await;
     let report = world.verify(timeout).await;
     let injected = faults.stop().await;

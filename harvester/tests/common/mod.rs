@@ -307,4 +307,20 @@ impl World {
         let h = Arc::new(Harvester::connect(config).await.unwrap());
         h.spawn()
     }
+
+    /// Starts a harvester under the mock elector, leading at once: for faults injected into
+    /// the broker's Produce requests, which would otherwise also land on NELI's heartbeats
+    /// (fencing the member) and miss the outbox's producers.
+    pub async fn start_leading(&self, config: Config) -> HarvesterHandle {
+        let store = harvester::store::connect(&config.database, &config.outbox)
+            .await
+            .unwrap();
+        let elector = harvester::election::mock::MockElector::new();
+        let harvester = Harvester::new(config, store, Arc::new(elector.clone()))
+            .await
+            .unwrap();
+        let handle = Arc::new(harvester).spawn();
+        elector.acquire();
+        handle
+    }
 }

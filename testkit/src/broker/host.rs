@@ -233,6 +233,8 @@ const API_KEYS: &[(&str, RDKafkaApiKey)] = &[
     ("LeaveGroup", RDKafkaApiKey::LeaveGroup),
     ("SyncGroup", RDKafkaApiKey::SyncGroup),
     ("InitProducerId", RDKafkaApiKey::InitProducerId),
+    ("AddPartitionsToTxn", RDKafkaApiKey::AddPartitionsToTxn),
+    ("EndTxn", RDKafkaApiKey::EndTxn),
 ];
 
 fn api_key(name: &str) -> Result<RDKafkaApiKey, String> {
