@@ -49,6 +49,25 @@ pub(crate) struct Shard {
     hard: CancellationToken,
 }
 
+/// The failure `reports` hold for row `id` sent in transaction `seq`, unless it is only
+/// librdkafka's bookkeeping (see `is_collateral`); the other reports are dropped (the
+/// transaction is being aborted, and earlier ones are stale).
+fn own_failure(
+    reports: &mut mpsc::UnboundedReceiver<Report>,
+    seq: u64,
+    id: i64,
+) -> Option<rdkafka::error::KafkaError> {
+    let mut own = None;
+    while let Ok(r) = reports.try_recv() {
+        if let (true, Err(e)) = (r.tag.txn == seq && r.tag.id == id, r.result) {
+            if !is_collateral(&e) {
+                own = Some(e);
+            }
+        }
+    }
+    own
+}
+
 /// Records the time from a row's `create_time` to its acknowledgement (in transactional mode,
 /// to its transaction's commit).
 fn observe_commit_to_ack(stats: &Stats, created: chrono::DateTime<chrono::Utc>) {
@@ -352,22 +371,7 @@ impl Shard {
             }
         };
         if quarantine {
-            self.attempts.remove(&id);
-            if let Some(h) = self.keys.held_mut(id) {
-                h.state = State::Purging;
-            }
-            let reason = format!("row {id}: delivery failed after {attempts} attempt(s): {error}");
-            tracing::warn!(id, "quarantining: {reason}");
-            let msg = ToPurger::Quarantine {
-                shard: Some(self.producer.shard),
-                id,
-                reason,
-            };
-            return self
-                .purger
-                .send(msg)
-                .await
-                .map_err(|_| Error::Pipeline("purger stopped".into()));
+            return self.quarantine(id, attempts, &error.to_string()).await;
         }
         if self.keys.later_in_flight(id) {
             // Only with more than one record of a key in flight: a later row of the key is out,
@@ -535,14 +539,7 @@ impl Shard {
                     };
                     // An isolated row alone: the failure is its own. Its report, queued by
                     // the commit's flush, may say more than the commit does.
-                    let mut own = None;
-                    while let Ok(r) = reports.try_recv() {
-                        if let (true, Err(re)) = (r.tag.txn == seq && r.tag.id == id, r.result) {
-                            if !is_collateral(&re) {
-                                own = Some(re);
-                            }
-                        }
-                    }
+                    let own = own_failure(reports, seq, id);
                     let class = match own.as_ref().map(classify) {
                         Some(c @ (Failure::Permanent | Failure::Transient)) => c,
                         _ => Failure::Suspect,
@@ -611,24 +608,29 @@ impl Shard {
     /// its attempts): the transaction is aborted and every key it touched is reset.
     async fn abort(&mut self, failed: i64, quarantine: Option<u32>, error: &str) -> Result<()> {
         if let Some(attempts) = quarantine {
-            self.attempts.remove(&failed);
-            if let Some(h) = self.keys.held_mut(failed) {
-                h.state = State::Purging;
-            }
-            let reason =
-                format!("row {failed}: delivery failed after {attempts} attempt(s): {error}");
-            tracing::warn!(id = failed, "quarantining: {reason}");
-            let msg = ToPurger::Quarantine {
-                shard: Some(self.producer.shard),
-                id: failed,
-                reason,
-            };
-            self.purger
-                .send(msg)
-                .await
-                .map_err(|_| Error::Pipeline("purger stopped".into()))?;
+            self.quarantine(failed, attempts, error).await?;
         }
         self.abort_open(Some(failed), error).await
+    }
+
+    /// Sends row `id` to the quarantine after `attempts` failed deliveries; it stays held (as
+    /// purging) until the purger reports it gone.
+    async fn quarantine(&mut self, id: i64, attempts: u32, error: &str) -> Result<()> {
+        self.attempts.remove(&id);
+        if let Some(h) = self.keys.held_mut(id) {
+            h.state = State::Purging;
+        }
+        let reason = format!("row {id}: delivery failed after {attempts} attempt(s): {error}");
+        tracing::warn!(id, "quarantining: {reason}");
+        let msg = ToPurger::Quarantine {
+            shard: Some(self.producer.shard),
+            id,
+            reason,
+        };
+        self.purger
+            .send(msg)
+            .await
+            .map_err(|_| Error::Pipeline("purger stopped".into()))
     }
 
     /// A failure of a record of the open transaction. Only a row alone in its transaction
