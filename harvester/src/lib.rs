@@ -40,9 +40,11 @@
 //!
 //! Around them:
 //! - **Pipeline** (private): the marker escrows rows in id order, N producer shards (idempotent
-//!   producers, routed by key hash) keep one record per key in flight (or a window of them,
-//!   `limits.max_in_flight_per_key`) without blocking other keys, and the purger deletes acknowledged rows in batches, all conditioned on the term's
-//!   leader ids, so a stale leader cannot touch re-marked rows.
+//!   producers, or transactional ones with `publish.mode = "transactional"`, routed by key
+//!   hash) keep one record per key in flight (or a window of them,
+//!   `limits.max_in_flight_per_key`) without blocking other keys, and the purger deletes
+//!   acknowledged (or committed) rows in batches, all conditioned on the term's leader ids, so
+//!   a stale leader cannot touch re-marked rows.
 //! - **Outbox** ([`outbox`]): what every store maps its rows onto: the record, poison rows (bound
 //!   for the quarantine), what a service stashes, the table's name and layout.
 //! - **Harvester** ([`Harvester`]): one [`Config`], the two ports, run with a
