@@ -478,10 +478,17 @@ impl Harvester {
         let handle = tokio::spawn(async move {
             let config = producer_config.map_err(Error::InvalidConfig)?;
             // Registering transactional ids blocks (a round trip each, and it waits for the
-            // previous owner's open transaction to be aborted): off the runtime.
+            // previous owner's open transaction to be aborted): off the runtime. A term that
+            // ends meanwhile registers no more: a late registration would fence its successor.
+            let (cut, creating) = (h.clone(), Arc::clone(&ctx));
             let producers = tokio::task::spawn_blocking(move || {
                 (0..shards)
                     .map(|i| {
+                        if transactional.is_some() && (cut.is_cancelled() || !creating.may_act()) {
+                            return Err(Error::Pipeline(
+                                "the term ended while its producers were being registered".into(),
+                            ));
+                        }
                         let id = transactional.as_ref().map(|t| t.shard_id(i));
                         ShardProducer::new(i, &config, id, init_timeout)
                     })
