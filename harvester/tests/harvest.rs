@@ -112,13 +112,9 @@ async fn ten_thousand_keys(backend: Backend) {
 }
 
 async fn produce_failures_are_retried_without_loss_or_reorder(backend: Backend) {
-    let shared = testkit::Broker::discover().unwrap();
-    if !shared.supports_faults() {
-        eprintln!("skipped: fault injection needs the embedded broker");
+    let Some(world) = World::with_faults(backend, "hvfault").await else {
         return;
-    }
-    let world = World::on_broker(backend, "hvfault", 4, shared.isolated(1).unwrap()).await;
-    world.migrate().await;
+    };
     // Produce requests fail now and then (see `faults::PRODUCE`).
     let FaultRun {
         report,

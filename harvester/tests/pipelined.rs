@@ -51,13 +51,9 @@ async fn a_hot_key_pipelined_stays_in_order(backend: Backend) {
 /// Produce requests fail now and then (`faults::PRODUCE`); INVALID_RECORD, with the gapless
 /// guarantee, fails the producer: the pipeline restarts and re-sends each key's unpurged rows.
 async fn produce_failures_keep_first_deliveries_in_order(backend: Backend) {
-    let shared = testkit::Broker::discover().unwrap();
-    if !shared.supports_faults() {
-        eprintln!("skipped: fault injection needs the embedded broker");
+    let Some(world) = World::with_faults(backend, "hvpipefault").await else {
         return;
-    }
-    let world = World::on_broker(backend, "hvpipefault", 4, shared.isolated(1).unwrap()).await;
-    world.migrate().await;
+    };
     let FaultRun {
         report,
         injected,
@@ -93,13 +89,9 @@ async fn produce_failures_keep_first_deliveries_in_order(backend: Backend) {
 /// the producer, and the row whose own error it was goes to the quarantine (at once: it can
 /// never succeed) instead of restarting the pipeline at every attempt.
 async fn a_row_the_broker_refuses_is_quarantined_once(backend: Backend) {
-    let shared = testkit::Broker::discover().unwrap();
-    if !shared.supports_faults() {
-        eprintln!("skipped: fault injection needs the embedded broker");
+    let Some(world) = World::with_faults(backend, "hvpiperefuse").await else {
         return;
-    }
-    let world = World::on_broker(backend, "hvpiperefuse", 4, shared.isolated(1).unwrap()).await;
-    world.migrate().await;
+    };
     // The mock elector: NELI's heartbeats are produces too, and one could take the refusal.
     let handle = world.start_leading(pipelined(&world)).await;
     world.write(2, 50, 25).await;

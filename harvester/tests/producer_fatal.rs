@@ -25,14 +25,9 @@ use testkit::wait_for;
 
 #[tokio::test]
 async fn a_producer_whose_deliveries_all_fail_is_replaced_without_loss_or_reorder() {
-    let shared = testkit::Broker::discover().unwrap();
-    if !shared.supports_faults() {
-        eprintln!("skipped: fault injection needs the embedded broker");
+    let Some(world) = World::with_faults(Backend::Postgres, "hvstuck").await else {
         return;
-    }
-    let world =
-        World::on_broker(Backend::Postgres, "hvstuck", 4, shared.isolated(1).unwrap()).await;
-    world.migrate().await;
+    };
     let mut config = world.config();
     config.limits.producer_stall_timeout = Duration::from_secs(2);
     // The mock elector: a NELI member would fence itself, its heartbeats being produces too.

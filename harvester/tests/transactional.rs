@@ -76,13 +76,9 @@ async fn transactions_deliver_every_key_in_order(backend: Backend) {
 /// (Produce errors would do too, but a transactional producer then bumps its epoch, after which
 /// the mock acknowledges records it never writes: see `faults::ADD_PARTITIONS_TO_TXN`.)
 async fn a_failed_record_aborts_its_transaction(backend: Backend) {
-    let shared = testkit::Broker::discover().unwrap();
-    if !shared.supports_faults() {
-        eprintln!("skipped: fault injection needs the embedded broker");
+    let Some(world) = World::with_faults(backend, "hvtxnfault").await else {
         return;
-    }
-    let world = World::on_broker(backend, "hvtxnfault", 4, shared.isolated(1).unwrap()).await;
-    world.migrate().await;
+    };
     let FaultRun {
         report,
         injected,

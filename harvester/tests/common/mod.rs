@@ -105,6 +105,20 @@ impl World {
         }
     }
 
+    /// A migrated world on a cluster of its own in the embedded broker, for a test that
+    /// injects broker faults; `None` (the test is skipped, and says so) on a broker that cannot
+    /// inject them.
+    pub async fn with_faults(backend: Backend, prefix: &str) -> Option<World> {
+        let shared = Broker::discover().unwrap();
+        if !shared.supports_faults() {
+            eprintln!("skipped: fault injection needs the embedded broker");
+            return None;
+        }
+        let world = World::on_broker(backend, prefix, 4, shared.isolated(1).unwrap()).await;
+        world.migrate().await;
+        Some(world)
+    }
+
     pub fn config(&self) -> Config {
         config(&self.db, &self.broker, &self.group)
     }
