@@ -116,22 +116,28 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
             .ok_or_else(|| bad(format!("--set {s}: use PATH=VALUE")))?;
         extra.push((k.to_owned(), v.to_owned()));
     }
+    // The scenarios this run selects, with their settings.
+    let selected = if o.scenarios.is_empty() {
+        file.profile(&o.profile).unwrap_or_default()
+    } else {
+        o.scenarios.clone()
+    };
+    let scenarios: Vec<_> = file
+        .scenario
+        .iter()
+        .filter(|(name, _)| selected.is_empty() || selected.contains(name))
+        .map(|(name, s)| (name.clone(), s.settings(&file.base)))
+        .collect();
+    let transactional = scenarios
+        .iter()
+        .flat_map(|(_, settings)| settings.iter())
+        .chain(extra.iter())
+        .any(|(k, v)| k == "publish.mode" && v == "transactional");
     let broker = match &o.brokers {
         Some(b) => {
             // A real cluster refuses the scenarios' short sessions: fit them, or fail now. Only
             // the scenarios this run selects count (a 5 s drain is not shortened for a 1 s
             // failover scenario that does not run).
-            let selected = if o.scenarios.is_empty() {
-                file.profile(&o.profile).unwrap_or_default()
-            } else {
-                o.scenarios.clone()
-            };
-            let scenarios: Vec<_> = file
-                .scenario
-                .iter()
-                .filter(|(name, _)| selected.is_empty() || selected.contains(name))
-                .map(|(name, s)| (name.clone(), s.settings(&file.base)))
-                .collect();
             // Only NELI's session is the cluster's business.
             if matches!(crate::electors::requested(&extra), None | Some("neli")) {
                 crate::session::fit_to_cluster(b, &scenarios, &mut extra).await?;
@@ -161,10 +167,19 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
         .map_err(BenchError::io(format!("create {}", o.out.display())))?;
     let run_id = chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string();
     let jsonl = o.out.join(format!("{run_id}.jsonl"));
-    let broker_text = match broker.embedded() {
+    let mut broker_text = match broker.embedded() {
         Some(_) => format!("embedded librdkafka mock cluster at {}", broker.bootstrap()),
         None => format!("external cluster at {}", broker.bootstrap()),
     };
+    if transactional {
+        // What a read_committed consumer of a transactional run can be trusted to show here.
+        let probe =
+            testkit::verify::probe_aborted(&broker, std::time::Duration::from_secs(15)).await;
+        broker_text = match probe {
+            Ok(p) => format!("{broker_text}; it {}", p.describe()),
+            Err(e) => format!("{broker_text}; the aborted-transaction probe failed: {e}"),
+        };
+    }
     let (provenance, autovacuum) = match backend {
         Backend::Postgres => {
             let pool = sqlx::PgPool::connect(&database_url)

@@ -157,3 +157,31 @@ async fn a_row_that_cannot_be_written_is_quarantined_alone(backend: Backend) {
         "{quarantined:?}"
     );
 }
+
+/// What a read_committed consumer can be trusted with on the broker the tests run on: a real
+/// cluster must hide a record of an aborted transaction from it (and show it read_uncommitted,
+/// which proves it was written); librdkafka's mock writes no abort markers and shows it to both,
+/// which is why the tests here cannot check the read_committed view and say so. If the mock
+/// learns to hide aborted transactions, this fails and the README's "what is tested where" is
+/// to be updated.
+#[tokio::test]
+async fn the_broker_is_probed_for_aborted_transactions() {
+    testkit::init_tracing();
+    let broker = testkit::Broker::discover().unwrap();
+    let probe = testkit::verify::probe_aborted(&broker, Duration::from_secs(30))
+        .await
+        .unwrap();
+    println!("the broker {}", probe.describe());
+    assert!(
+        probe.uncommitted_sees_aborted,
+        "the aborted record must have been written: {probe:?}"
+    );
+    if broker.supports_faults() {
+        assert!(
+            probe.committed_sees_aborted,
+            "the embedded broker now hides aborted transactions: {probe:?}"
+        );
+    } else {
+        assert!(probe.hides_aborted(), "{}", probe.describe());
+    }
+}

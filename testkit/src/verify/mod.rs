@@ -14,11 +14,13 @@
 //!   never rewinds, so harvester tests assert this too;
 //! - **unexpected**: delivered for this run but never expected (e.g. a rolled-back row).
 
+mod aborted;
 mod consume;
 
 use std::collections::HashMap;
 use std::fmt;
 
+pub use aborted::{probe_aborted, AbortedProbe};
 pub use consume::{consume, ConsumeOptions};
 
 /// At most this many examples are kept per category.
