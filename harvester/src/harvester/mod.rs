@@ -478,24 +478,32 @@ impl Harvester {
         let handle = tokio::spawn(async move {
             let config = producer_config.map_err(Error::InvalidConfig)?;
             // Registering transactional ids blocks (a round trip each, and it waits for the
-            // previous owner's open transaction to be aborted): off the runtime. A term that
-            // ends meanwhile registers no more: a late registration would fence its successor.
-            let (cut, creating) = (h.clone(), Arc::clone(&ctx));
-            let producers = tokio::task::spawn_blocking(move || {
-                (0..shards)
-                    .map(|i| {
-                        if transactional.is_some() && (cut.is_cancelled() || !creating.may_act()) {
-                            return Err(Error::Pipeline(
-                                "the term ended while its producers were being registered".into(),
-                            ));
-                        }
-                        let id = transactional.as_ref().map(|t| t.shard_id(i));
-                        ShardProducer::new(i, &config, id, init_timeout)
-                    })
-                    .collect::<Result<Vec<_>>>()
-            })
-            .await
-            .map_err(|e| Error::Pipeline(format!("creating the producers failed: {e}")))??;
+            // previous owner's open transaction to be aborted): off the runtime, all shards at
+            // once. A term that ends meanwhile registers no more: a late registration would
+            // fence its successor.
+            let creating = (0..shards).map(|i| {
+                let (config, id) = (
+                    config.clone(),
+                    transactional.as_ref().map(|t| t.shard_id(i)),
+                );
+                let (cut, ctx) = (h.clone(), Arc::clone(&ctx));
+                tokio::task::spawn_blocking(move || {
+                    if id.is_some() && (cut.is_cancelled() || !ctx.may_act()) {
+                        return Err(Error::Pipeline(
+                            "the term ended while its producers were being registered".into(),
+                        ));
+                    }
+                    ShardProducer::new(i, &config, id, init_timeout)
+                })
+            });
+            let producers = futures::future::join_all(creating)
+                .await
+                .into_iter()
+                .map(|joined| {
+                    joined
+                        .map_err(|e| Error::Pipeline(format!("creating a producer failed: {e}")))?
+                })
+                .collect::<Result<Vec<_>>>()?;
             let result = run_term(ctx, producers.clone(), narrowings, g, h.clone()).await;
             // Destroying producers blocks until librdkafka lets go; keep that off the runtime.
             let fenced = h.is_cancelled();

@@ -137,7 +137,7 @@ async fn take_permits(
     graceful: &CancellationToken,
     hard: &CancellationToken,
 ) -> Option<usize> {
-    let useful = (want / 4).max(1);
+    let useful = ctx.useful_batch().min(want);
     if ctx.permits.available_permits() < useful && !wait.is_zero() {
         tokio::select! {
             got = tokio::time::timeout(wait, ctx.permits.acquire_many(useful as u32)) => match got {

@@ -216,10 +216,15 @@ impl TermContext {
             })?
     }
 
-    /// Whether the pipeline is nearly full: fewer permits free than a quarter of a mark batch
-    /// (the marker's own threshold, see `marker::take_permits`).
+    /// The smallest mark worth a statement: a quarter of `mark_query_records`.
+    pub fn useful_batch(&self) -> usize {
+        (self.limits.mark_query_records / 4).max(1)
+    }
+
+    /// Whether the pipeline is nearly full: fewer permits free than a useful mark (the marker
+    /// then waits for permits, see `marker::take_permits`).
     pub fn nearly_full(&self) -> bool {
-        self.permits.available_permits() < (self.limits.mark_query_records / 4).max(1)
+        self.permits.available_permits() < self.useful_batch()
     }
 
     /// Returns `n` permits (records leaving the pipeline).
