@@ -45,9 +45,12 @@ pub struct TransactionalConfig {
     /// Most records in one transaction. Default 1000.
     #[serde(default = "default_max_records")]
     pub max_records: usize,
-    /// How long a transaction stays open gathering records before it commits: longer means
-    /// fewer commits (each one a round trip to the transaction coordinator plus a marker per
-    /// partition) and more latency. Default 100ms.
+    /// Longest a transaction stays open while its shard keeps receiving records. A transaction
+    /// commits sooner once every record of it is acknowledged and the shard has nothing more to
+    /// send (so transactions grow with the load by themselves, and a lone record is not held
+    /// back), or when it is full or the pipeline is nearly out of permits. Longer means fewer
+    /// commits (each a round trip to the transaction coordinator plus a marker per partition)
+    /// under a steady trickle, and more latency. Default 100ms.
     #[serde(default = "default_linger", with = "humantime_serde")]
     pub linger: Duration,
 }

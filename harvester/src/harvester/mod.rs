@@ -481,6 +481,7 @@ impl Harvester {
             // previous owner's open transaction to be aborted): off the runtime, all shards at
             // once. A term that ends meanwhile registers no more: a late registration would
             // fence its successor.
+            let registering = std::time::Instant::now();
             let creating = (0..shards).map(|i| {
                 let (config, id) = (
                     config.clone(),
@@ -504,6 +505,12 @@ impl Harvester {
                         .map_err(|e| Error::Pipeline(format!("creating a producer failed: {e}")))?
                 })
                 .collect::<Result<Vec<_>>>()?;
+            tracing::info!(
+                shards,
+                transactional = transactional.is_some(),
+                elapsed = ?registering.elapsed(),
+                "producers ready"
+            );
             let result = run_term(ctx, producers.clone(), narrowings, g, h.clone()).await;
             // Destroying producers blocks until librdkafka lets go; keep that off the runtime.
             let fenced = h.is_cancelled();

@@ -24,7 +24,7 @@ use super::classify::{classify, Failure};
 use super::keys::{Admitted, Finished, Key, KeyQueues, State};
 use super::producer::{Report, SendError, ShardProducer};
 use super::stall::Stall;
-use super::txn::{classify_call, is_collateral, CallFailure, TxnState};
+use super::txn::{classify_call, is_collateral, CallFailure, Occasion, TxnState};
 use super::{Done, Stats, TermContext, ToPurger, ToShard};
 use crate::error::Error;
 use crate::outbox::OutboxRecord;
@@ -162,7 +162,7 @@ impl Shard {
                     if let Err(e) = self.on_tick(draining.is_some()).await { break Err(e); }
                 }
             }
-            // A due transaction commits once every record of it is acknowledged: rdkafka's
+            // A due transaction (see `txn`) commits once every record of it is acknowledged: rdkafka's
             // commit flushes first, and a flush that finds a record still out polls for up to
             // 100 ms while the producer's own thread takes the report (measured: ~100 ms per
             // commit, a quarter of the idempotent drain rate). Its records fail after the
@@ -170,8 +170,12 @@ impl Shard {
             // them out.
             let due = self.txn.as_ref().is_some_and(|t| {
                 let now = Instant::now();
-                t.due(now, draining.is_some(), self.ctx.nearly_full())
-                    && (self.outstanding == 0 || t.age(now) >= t.settings.timeout)
+                let occasion = Occasion {
+                    draining: draining.is_some(),
+                    starved: self.ctx.nearly_full(),
+                    idle: self.retry.is_empty(),
+                };
+                t.due(now, occasion) && (self.outstanding == 0 || t.age(now) >= t.settings.timeout)
             });
             if due {
                 if let Err(e) = self.commit(&mut reports, &hard).await {
