@@ -14,6 +14,7 @@ mod cursor;
 mod decode;
 mod listen;
 mod migrate;
+pub mod snapshot;
 mod stasher;
 mod statements;
 

@@ -1,0 +1,272 @@
+//! Snapshot reads (issue "one write per record"): the rows that became visible between two
+//! Postgres snapshots, read without marking them, as PgQ reads its queues.
+//!
+//! MP/R writes every record three times (the writer's INSERT, the mark's UPDATE, the purge's
+//! DELETE). A reader that knows, from snapshots, which rows it has already read needs no mark:
+//! each row is read once and deleted once. This module is that reader; the store runs it in
+//! place of the mark when `outbox.mode = "snapshot"`.
+//!
+//! # How a read finds exactly the new rows
+//! Every row carries `xid`, the inserting transaction's id (`pg_current_xact_id()`, 64 bits, no
+//! wrap-around). A snapshot `S = (xmin, xmax, xip)` says which transactions had committed when
+//! it was taken: those below `xmax` and not in `xip`. A row is *visible in S* when its
+//! transaction is. The reader keeps the snapshot `P` up to which it has read everything:
+//! - **A term starts with a full read**: `P0` is taken first, then every row visible in `P0` is
+//!   read by id, a page at a time (exactly MP/R's full re-mark at a term's start). Then
+//!   `P = P0`.
+//! - **Then windows**: a window takes a new snapshot `S` and reads the rows visible in `S` but
+//!   not in `P`: those of transactions in `P`'s `xip` (open at `P`, committed since: the late
+//!   commits) and those at or above `P`'s `xmax` (begun after `P`). Any other row is visible in
+//!   `P` (read already) or was rolled back (never visible: never read). Once the window's last
+//!   page is read, `P = S`. Pages are by id within the window, and every page filters on `S`,
+//!   the window's end, not on its own snapshot: a row that commits while a window is being
+//!   paged, with an id below the page's, is left to the next window instead of being skipped.
+//! - **Cost**: both arms of a window are lookups on the `xid` index, so a window costs what is
+//!   new plus the rows of transactions open at `P`, never a rescan of the rows still in flight
+//!   or of everything since the oldest open transaction (a pinned xmin only keeps its own
+//!   transaction in `xip`).
+//!
+//! # Per-key order
+//! As in MP/R, a key's writer commits its rows in id order (each after the previous one
+//! committed), so all of a key's rows visible in `P` have lower ids than its rows that become
+//! visible later: reading the full read and each window in id order, one after the other,
+//! returns each key's rows in id order. A row whose delivery failed is sent back with
+//! [`SnapshotReader::reread`] and returned, by id, at the start of the next read, before
+//! anything newer; the pipeline holds its key's later rows back until then, as it does for a
+//! reset in MP/R.
+//!
+//! # Why no fencing column is needed
+//! Nothing is written before Kafka acknowledges a record, and what is written then is a
+//! DELETE of that record's row. A stale leader (paused, resumed after its successor took over)
+//! can therefore only delete rows whose records Kafka has: the successor may have read such a
+//! row already and publishes it again (a duplicate, as after any failover), but nothing is
+//! lost, and nothing a stale leader does changes which rows a successor reads. MP/R's leader
+//! condition on purge protects a re-mark that the snapshot reader does not make.
+
+use std::collections::BTreeSet;
+
+use sqlx::postgres::PgRow;
+use sqlx::PgPool;
+
+use super::decode::decode_native;
+use super::statements::render;
+use crate::outbox::{Decoded, TableName};
+use crate::{Error, Result};
+
+/// The statements of snapshot mode for one table, rendered once.
+#[derive(Debug, Clone)]
+struct Sql {
+    migrate: String,
+    take: String,
+    full_page: String,
+    window_page: String,
+    reread: String,
+    delete: String,
+}
+
+impl Sql {
+    fn new(table: &TableName) -> Self {
+        let p = [
+            ("{{outbox}}", table.quoted()),
+            ("{{xid_index}}", format!("\"{}\"", table.ident("_xid_idx"))),
+        ];
+        Sql {
+            migrate: render(include_str!("migrations/0001_xid.sql"), &p),
+            take: include_str!("sql/take.sql").to_owned(),
+            full_page: render(include_str!("sql/full_page.sql"), &p),
+            window_page: render(include_str!("sql/window_page.sql"), &p),
+            reread: render(include_str!("sql/reread.sql"), &p),
+            delete: render(include_str!("sql/delete.sql"), &p),
+        }
+    }
+}
+
+/// Where the reader is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Phase {
+    /// The term's full read: every row visible in `snap` (taken by the first call), by id.
+    Full { snap: Option<String>, after: i64 },
+    /// Everything visible in `from` is read; the window up to `to` (taken by its first page)
+    /// is read up to id `after`.
+    Window {
+        from: String,
+        to: Option<String>,
+        after: i64,
+    },
+}
+
+/// One term's reader of a native outbox table in snapshot mode. Not shared: the store keeps one
+/// per leader generation, and a new generation starts over with a full read.
+#[derive(Debug)]
+pub struct SnapshotReader {
+    sql: Sql,
+    require_key: bool,
+    phase: Phase,
+    /// Rows sent back by [`SnapshotReader::reread`], returned first by the next read.
+    again: BTreeSet<i64>,
+}
+
+impl SnapshotReader {
+    /// A reader of `table` that starts with a full read. `require_key`: a keyless row is
+    /// malformed (quarantined), as in MP/R.
+    pub fn new(table: &TableName, require_key: bool) -> Self {
+        SnapshotReader {
+            sql: Sql::new(table),
+            require_key,
+            phase: Phase::Full {
+                snap: None,
+                after: 0,
+            },
+            again: BTreeSet::new(),
+        }
+    }
+
+    /// Adds the `xid` column and its index to the native table (idempotent).
+    pub async fn migrate(table: &TableName, pool: &PgPool) -> Result<()> {
+        let sql = Sql::new(table);
+        sqlx::raw_sql(&sql.migrate)
+            .execute(pool)
+            .await
+            .map_err(Error::db("add the snapshot mode's xid column"))?;
+        Ok(())
+    }
+
+    /// Whether the term's full read is over.
+    pub fn caught_up(&self) -> bool {
+        matches!(self.phase, Phase::Window { .. })
+    }
+
+    /// Up to `limit` rows not returned before (or sent back), sorted by id: rows sent back
+    /// first, then the full read's or the current window's next page. A window whose last page
+    /// came back short is complete: the next call takes a new snapshot. Nothing is written, so
+    /// a failed call changes nothing and can be repeated.
+    pub async fn read(&mut self, pool: &PgPool, limit: usize) -> Result<Vec<Decoded>> {
+        let mut out = Vec::new();
+        if !self.again.is_empty() {
+            let ids: Vec<i64> = self.again.iter().copied().collect();
+            let rows = sqlx::query(&self.sql.reread)
+                .bind(&ids)
+                .fetch_all(pool)
+                .await
+                .map_err(Error::db("read rows sent back"))?;
+            out = self.decode(&rows)?;
+            self.again.clear();
+        }
+        let room = limit.saturating_sub(out.len());
+        if room > 0 {
+            let page = self.page(pool, room).await?;
+            out.extend(page);
+        }
+        out.sort_by_key(decoded_id);
+        out.dedup_by_key(|d| decoded_id(d));
+        Ok(out)
+    }
+
+    /// Sends rows back: their delivery failed, and the next read returns them again (those
+    /// still in the table).
+    pub fn reread(&mut self, ids: impl IntoIterator<Item = i64>) {
+        self.again.extend(ids);
+    }
+
+    /// Deletes acknowledged rows by id; returns how many were still there.
+    pub async fn delete(&self, pool: &PgPool, ids: &[i64]) -> Result<u64> {
+        let done = sqlx::query(&self.sql.delete)
+            .bind(ids)
+            .execute(pool)
+            .await
+            .map_err(Error::db("delete acknowledged rows"))?;
+        Ok(done.rows_affected())
+    }
+
+    /// The next page of the full read or of the current window (taking its snapshot first when
+    /// it has none), advancing the phase.
+    async fn page(&mut self, pool: &PgPool, limit: usize) -> Result<Vec<Decoded>> {
+        let phase = self.phase.clone();
+        let (rows, next) = match phase {
+            Phase::Full { snap, after } => {
+                let snap = match snap {
+                    Some(s) => s,
+                    None => self.take(pool).await?,
+                };
+                let rows = sqlx::query(&self.sql.full_page)
+                    .bind(&snap)
+                    .bind(after)
+                    .bind(limit as i64)
+                    .fetch_all(pool)
+                    .await
+                    .map_err(Error::db("read the outbox (full read)"))?;
+                let next = match last_id(&rows)? {
+                    Some(last) if rows.len() >= limit => Phase::Full {
+                        snap: Some(snap),
+                        after: last,
+                    },
+                    _ => Phase::Window {
+                        from: snap,
+                        to: None,
+                        after: 0,
+                    },
+                };
+                (rows, next)
+            }
+            Phase::Window { from, to, after } => {
+                let to = match to {
+                    Some(s) => s,
+                    None => self.take(pool).await?,
+                };
+                let rows = sqlx::query(&self.sql.window_page)
+                    .bind(&from)
+                    .bind(&to)
+                    .bind(after)
+                    .bind(limit as i64)
+                    .fetch_all(pool)
+                    .await
+                    .map_err(Error::db("read the outbox (window)"))?;
+                let next = match last_id(&rows)? {
+                    Some(last) if rows.len() >= limit => Phase::Window {
+                        from,
+                        to: Some(to),
+                        after: last,
+                    },
+                    _ => Phase::Window {
+                        from: to,
+                        to: None,
+                        after: 0,
+                    },
+                };
+                (rows, next)
+            }
+        };
+        let decoded = self.decode(&rows)?;
+        self.phase = next;
+        Ok(decoded)
+    }
+
+    async fn take(&self, pool: &PgPool) -> Result<String> {
+        sqlx::query_scalar(&self.sql.take)
+            .fetch_one(pool)
+            .await
+            .map_err(Error::db("take a snapshot"))
+    }
+
+    fn decode(&self, rows: &[PgRow]) -> Result<Vec<Decoded>> {
+        rows.iter()
+            .map(|r| decode_native(r, self.require_key))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(Error::db("decode outbox rows"))
+    }
+}
+
+fn decoded_id(d: &Decoded) -> i64 {
+    match d {
+        Ok(r) => r.id,
+        Err(p) => p.id,
+    }
+}
+
+fn last_id(rows: &[PgRow]) -> Result<Option<i64>> {
+    use sqlx::Row;
+    rows.last()
+        .map(|r| r.try_get::<i64, _>("id"))
+        .transpose()
+        .map_err(Error::db("read a row's id"))
+}
