@@ -114,6 +114,19 @@ async fn late_commits_rollbacks_and_rows_sent_back() {
         ids(&reader.read(&pool, 10).await.unwrap()),
         vec![first, second, newer]
     );
+    // Never more than asked for: the rest of what was sent back comes next, before new rows.
+    let newest = insert(&store, "a").await;
+    reader.reread([newer, second, first]);
+    assert_eq!(
+        ids(&reader.read(&pool, 2).await.unwrap()),
+        vec![first, second]
+    );
+    assert_eq!(
+        ids(&reader.read(&pool, 2).await.unwrap()),
+        vec![newer, newest],
+        "the last one sent back, then room for what is new"
+    );
+    assert!(reader.read(&pool, 2).await.unwrap().is_empty());
     // Deleted rows sent back are simply gone.
     assert_eq!(reader.delete(&pool, &[first, second]).await.unwrap(), 2);
     reader.reread([first]);
@@ -122,7 +135,7 @@ async fn late_commits_rollbacks_and_rows_sent_back() {
     // A new reader (a new term) reads everything still in the table, once.
     let mut next = SnapshotReader::new(&table, true);
     let all = ids(&next.read(&pool, 100).await.unwrap());
-    assert_eq!(all, vec![late_id, slow_id, quick, quick2, newer]);
+    assert_eq!(all, vec![late_id, slow_id, quick, quick2, newer, newest]);
     db.close().await.unwrap();
 }
 

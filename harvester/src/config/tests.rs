@@ -271,3 +271,50 @@ fn overrides_switch_the_publishing_mode_in_either_order() {
         .unwrap_err();
     assert!(err.to_string().contains("exactly_once"), "{err}");
 }
+
+#[test]
+fn snapshot_mode_needs_postgres_the_native_table_and_one_leader() {
+    let snapshot = |url: &str, shape: crate::outbox::Shape, leader: &str| Config {
+        database: crate::store::DatabaseConfig {
+            url: url.into(),
+            ..Default::default()
+        },
+        outbox: crate::store::OutboxConfig {
+            mode: crate::store::OutboxMode::Snapshot,
+            shape,
+            ..Default::default()
+        },
+        leader: serde_json::from_value(serde_json::json!({ "kind": leader })).unwrap(),
+        ..Config::default()
+    };
+    let pg = "postgres://u@h/db";
+    snapshot(pg, crate::outbox::Shape::Native, "neli")
+        .validate()
+        .unwrap();
+    for (c, says) in [
+        (
+            snapshot("mysql://u@h/db", crate::outbox::Shape::Native, "neli"),
+            "postgres://",
+        ),
+        (
+            snapshot(pg, crate::outbox::Shape::Goharvest, "neli"),
+            "native table",
+        ),
+        (
+            snapshot(pg, crate::outbox::Shape::Native, "neli_buckets"),
+            "single-leader",
+        ),
+    ] {
+        let problems = c.problems();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.field == "outbox.mode" && p.message.contains(says)),
+            "{says}: {problems:?}"
+        );
+    }
+    let parsed: crate::store::OutboxConfig =
+        toml::from_str("table = \"outbox\"\nmode = \"snapshot\"").unwrap();
+    assert_eq!(parsed.mode, crate::store::OutboxMode::Snapshot);
+    assert!(toml::from_str::<crate::store::OutboxConfig>("mode = \"snap\"").is_err());
+}

@@ -38,7 +38,7 @@ use crate::error::ConfigProblem;
 use crate::outbox::Decoded;
 use crate::{Error, Result};
 
-pub use settings::{DatabaseConfig, OutboxConfig};
+pub use settings::{DatabaseConfig, OutboxConfig, OutboxMode};
 
 /// What the outbox holds now, cheap enough to read on every metrics scrape.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -269,6 +269,22 @@ pub(crate) fn url_problems(url: &str) -> Vec<ConfigProblem> {
 /// Problems with the outbox settings for the store `url` names (none when no store takes it:
 /// [`url_problems`] says so).
 pub(crate) fn outbox_problems(url: &str, outbox: &OutboxConfig) -> Vec<ConfigProblem> {
+    if outbox.mode == OutboxMode::Snapshot {
+        if !postgres::accepts(url) {
+            return vec![ConfigProblem::new(
+                "outbox.mode",
+                "snapshot mode reads Postgres snapshots: it needs a postgres:// database; use \
+                 mode = \"mark_purge\" (the default) on other databases",
+            )];
+        }
+        if outbox.shape != crate::outbox::Shape::Native {
+            return vec![ConfigProblem::new(
+                "outbox.mode",
+                "snapshot mode needs the native table (it adds an indexed xid column); a \
+                 goharvest-shaped table is harvested with mode = \"mark_purge\" (the default)",
+            )];
+        }
+    }
     if mariadb::accepts(url) {
         return mariadb::outbox_problems(outbox);
     }

@@ -84,6 +84,23 @@ pub struct OutboxConfig {
     /// false when rows arrive with ids taken elsewhere (explicit ids, ids fetched in an earlier
     /// transaction), and every mark scans from the head.
     pub mark_floor: bool,
+    /// How rows are taken: `mark_purge` (default: goharvest's MP/R, every store and shape: a
+    /// row is marked by an UPDATE, published, then deleted) or `snapshot` (Postgres and the
+    /// native shape only: no mark at all; rows are read as they become visible between two
+    /// snapshots and deleted once acknowledged, so each row is written once after its insert;
+    /// the table gets an indexed `xid` column). See `store/postgres/snapshot`.
+    pub mode: OutboxMode,
+}
+
+/// How a store takes rows (`outbox.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxMode {
+    /// Mark-purge/reset: rows are escrowed by a leader's mark before they are published.
+    #[default]
+    MarkPurge,
+    /// Snapshot reads: no mark; what became visible since the last snapshot is read.
+    Snapshot,
 }
 
 impl Default for OutboxConfig {
@@ -97,6 +114,7 @@ impl Default for OutboxConfig {
             quarantine_table: None,
             require_key: true,
             mark_floor: true,
+            mode: OutboxMode::MarkPurge,
         }
     }
 }

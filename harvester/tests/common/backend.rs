@@ -23,7 +23,7 @@ use std::time::Duration;
 use harvester::config::Limits;
 use harvester::outbox::{StashRecord, TableName};
 use harvester::store::mssql::{self as store_mssql, Client, Pool};
-use harvester::store::{mariadb, postgres, OutboxConfig};
+use harvester::store::{mariadb, postgres, OutboxConfig, OutboxMode};
 use sqlx::{MySql, MySqlPool, PgPool, Postgres};
 use testkit::mariadb::TestMariaDb;
 use testkit::TestDb;
@@ -35,6 +35,8 @@ use super::mssql::{self, TestMssql};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Postgres,
+    /// Postgres with `outbox.mode = "snapshot"` (no marks; the store reads between snapshots).
+    PostgresSnapshot,
     MariaDb,
     /// SQL Server (feature `mssql`): skipped while `MSSQL_URL` is unset.
     Mssql,
@@ -44,6 +46,7 @@ impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::Postgres => "postgres",
+            Backend::PostgresSnapshot => "postgres_snapshot",
             Backend::MariaDb => "mariadb",
             Backend::Mssql => "mssql",
         }
@@ -53,7 +56,7 @@ impl Backend {
     /// `None`. Postgres and MariaDB always run: their absence is a failure, not a skip.
     pub fn unavailable(self) -> Option<String> {
         match self {
-            Backend::Postgres | Backend::MariaDb => None,
+            Backend::Postgres | Backend::PostgresSnapshot | Backend::MariaDb => None,
             Backend::Mssql => mssql::url().is_none().then(|| mssql::UNSET.to_owned()),
         }
     }
@@ -63,6 +66,7 @@ impl Backend {
     fn tag(self) -> &'static str {
         match self {
             Backend::Postgres => "",
+            Backend::PostgresSnapshot => "snap",
             Backend::MariaDb => "mdb",
             Backend::Mssql => "ms",
         }
@@ -71,9 +75,17 @@ impl Backend {
     /// The limits a backend needs beyond the tests' common ones: a store without notifications
     /// polls, at most `idle_poll_interval` apart when idle (1 s by default), which tests keep
     /// short.
+    /// `outbox.mode` for this backend.
+    pub fn mode(self) -> OutboxMode {
+        match self {
+            Backend::PostgresSnapshot => OutboxMode::Snapshot,
+            _ => OutboxMode::MarkPurge,
+        }
+    }
+
     pub fn adjust(self, limits: &mut Limits) {
         match self {
-            Backend::Postgres => {}
+            Backend::Postgres | Backend::PostgresSnapshot => {}
             Backend::MariaDb | Backend::Mssql => {
                 limits.idle_poll_interval = Duration::from_millis(100)
             }
@@ -101,6 +113,7 @@ where
 macro_rules! on_every_backend {
     ($($scenario:ident),+ $(,)?) => {
         $crate::on_backend!(postgres, Postgres, $($scenario),+);
+        $crate::on_backend!(postgres_snapshot, PostgresSnapshot, $($scenario),+);
         $crate::on_backend!(mariadb, MariaDb, $($scenario),+);
         $crate::on_backend!(mssql, Mssql, $($scenario),+);
     };
@@ -133,6 +146,8 @@ macro_rules! on_backend {
 #[derive(Debug)]
 pub enum Db {
     Postgres(TestDb),
+    /// A Postgres schema harvested in snapshot mode.
+    PgSnapshot(TestDb),
     MariaDb(TestMariaDb),
     Mssql(TestMssql),
 }
@@ -142,6 +157,7 @@ impl Db {
         let prefix = format!("{}{prefix}", backend.tag());
         match backend {
             Backend::Postgres => Db::Postgres(TestDb::new(&prefix).await.unwrap()),
+            Backend::PostgresSnapshot => Db::PgSnapshot(TestDb::new(&prefix).await.unwrap()),
             Backend::MariaDb => Db::MariaDb(TestMariaDb::new(&prefix).await.unwrap()),
             Backend::Mssql => Db::Mssql(
                 TestMssql::new(&prefix)
@@ -154,6 +170,7 @@ impl Db {
     pub fn backend(&self) -> Backend {
         match self {
             Db::Postgres(_) => Backend::Postgres,
+            Db::PgSnapshot(_) => Backend::PostgresSnapshot,
             Db::MariaDb(_) => Backend::MariaDb,
             Db::Mssql(_) => Backend::Mssql,
         }
@@ -162,7 +179,7 @@ impl Db {
     /// The Postgres schema, for the suites that only run there.
     pub fn pg(&self) -> &TestDb {
         match self {
-            Db::Postgres(db) => db,
+            Db::Postgres(db) | Db::PgSnapshot(db) => db,
             other => panic!("a Postgres-only test on {:?}", other.backend()),
         }
     }
@@ -171,7 +188,7 @@ impl Db {
     /// as `mysql://`; the store-level suite uses the latter); SQL Server's `MSSQL_URL` as it is.
     pub fn url(&self) -> String {
         match self {
-            Db::Postgres(db) => db.url().to_owned(),
+            Db::Postgres(db) | Db::PgSnapshot(db) => db.url().to_owned(),
             Db::MariaDb(db) => db.url().replacen("mysql://", "mariadb://", 1),
             Db::Mssql(db) => db.url.clone(),
         }
@@ -180,7 +197,7 @@ impl Db {
     /// `outbox.table`: `outbox` in the test's schema or database.
     pub fn table(&self) -> TableName {
         let namespace = match self {
-            Db::Postgres(db) => &db.schema,
+            Db::Postgres(db) | Db::PgSnapshot(db) => &db.schema,
             Db::MariaDb(db) => &db.database,
             Db::Mssql(db) => &db.schema,
         };
@@ -190,7 +207,7 @@ impl Db {
     /// `table` quoted for this backend's SQL.
     pub fn quoted(&self, table: &TableName) -> String {
         match self {
-            Db::Postgres(_) => table.quoted(),
+            Db::Postgres(_) | Db::PgSnapshot(_) => table.quoted(),
             Db::MariaDb(_) => match &table.schema {
                 Some(s) => format!("`{s}`.`{}`", table.table),
                 None => format!("`{}`", table.table),
@@ -205,6 +222,19 @@ impl Db {
             Db::Postgres(db) => {
                 postgres::migrate(&db.pool, &outbox.table, &outbox.quarantine(), outbox.shape).await
             }
+            Db::PgSnapshot(db) => {
+                let migrated =
+                    postgres::migrate(&db.pool, &outbox.table, &outbox.quarantine(), outbox.shape)
+                        .await;
+                match migrated {
+                    Ok(()) => {
+                        postgres::snapshot::SnapshotSql::new(&outbox.table, &outbox.quarantine())
+                            .migrate(&db.pool)
+                            .await
+                    }
+                    failed => failed,
+                }
+            }
             Db::MariaDb(db) => {
                 mariadb::migrate(&db.pool, &outbox.table, &outbox.quarantine()).await
             }
@@ -218,7 +248,9 @@ impl Db {
     /// A writer stashing into `table` with the backend's `Stasher`.
     pub fn writer(&self, table: &TableName) -> Writer {
         match self {
-            Db::Postgres(db) => Writer::Postgres(db.pool.clone(), postgres::Stasher::new(table)),
+            Db::Postgres(db) | Db::PgSnapshot(db) => {
+                Writer::Postgres(db.pool.clone(), postgres::Stasher::new(table))
+            }
             Db::MariaDb(db) => Writer::MariaDb(db.pool.clone(), mariadb::Stasher::new(table)),
             Db::Mssql(db) => Writer::Mssql(db.pool.clone(), store_mssql::Stasher::new(table)),
         }
@@ -228,7 +260,9 @@ impl Db {
     pub async fn count(&self, table: &TableName) -> i64 {
         let sql = format!("SELECT COUNT(*) FROM {}", self.quoted(table));
         match self {
-            Db::Postgres(db) => sqlx::query_scalar(&sql).fetch_one(&db.pool).await,
+            Db::Postgres(db) | Db::PgSnapshot(db) => {
+                sqlx::query_scalar(&sql).fetch_one(&db.pool).await
+            }
             Db::MariaDb(db) => sqlx::query_scalar(&sql).fetch_one(&db.pool).await,
             Db::Mssql(db) => Ok(db.count(table).await),
         }
@@ -239,7 +273,9 @@ impl Db {
     pub async fn ids(&self, table: &TableName) -> Vec<i64> {
         let sql = format!("SELECT id FROM {} ORDER BY id", self.quoted(table));
         match self {
-            Db::Postgres(db) => sqlx::query_scalar(&sql).fetch_all(&db.pool).await,
+            Db::Postgres(db) | Db::PgSnapshot(db) => {
+                sqlx::query_scalar(&sql).fetch_all(&db.pool).await
+            }
             Db::MariaDb(db) => sqlx::query_scalar(&sql).fetch_all(&db.pool).await,
             Db::Mssql(db) => Ok(db.ids(table).await),
         }
@@ -251,7 +287,7 @@ impl Db {
     pub async fn marked_by(&self, table: &TableName, leader: Uuid) -> i64 {
         let quoted = self.quoted(table);
         match self {
-            Db::Postgres(db) => {
+            Db::Postgres(db) | Db::PgSnapshot(db) => {
                 sqlx::query_scalar(&format!(
                     "SELECT COUNT(*) FROM {quoted} WHERE leader_id = $1"
                 ))
@@ -279,7 +315,7 @@ impl Db {
             self.quoted(quarantine)
         );
         match self {
-            Db::Postgres(db) => sqlx::query_as(&sql).fetch_all(&db.pool).await,
+            Db::Postgres(db) | Db::PgSnapshot(db) => sqlx::query_as(&sql).fetch_all(&db.pool).await,
             Db::MariaDb(db) => sqlx::query_as(&sql).fetch_all(&db.pool).await,
             Db::Mssql(db) => Ok(db.quarantined(quarantine).await),
         }

@@ -90,7 +90,7 @@ impl World {
         let key = (bad != Bad::NullKey).then_some(key);
         let table = self.db.quoted(&self.table());
         match &self.db {
-            Db::Postgres(db) => {
+            Db::Postgres(db) | Db::PgSnapshot(db) => {
                 let (names, values): (Vec<&str>, Vec<Vec<u8>>) = match bad {
                     Bad::HeaderLengths => (vec!["a", "b"], vec![vec![1]]),
                     Bad::NullKey | Bad::EmptyTopic => (Vec::new(), Vec::new()),

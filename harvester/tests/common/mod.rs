@@ -51,6 +51,7 @@ pub fn config(db: &Db, broker: &Broker, group: &str) -> Config {
         },
         outbox: harvester::config::OutboxConfig {
             table: db.table(),
+            mode: db.backend().mode(),
             ..Default::default()
         },
         limits,

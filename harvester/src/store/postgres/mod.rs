@@ -7,6 +7,11 @@
 //! to write records, and the connection pool. Both table shapes are served: the native table
 //! (bytes, headers, partition, timestamp) and goharvest's, harvested unchanged.
 //!
+//! With `outbox.mode = "snapshot"` (native shape) the store marks nothing: `mark` reads what
+//! became visible since the last snapshot ([`snapshot`]), `purge` deletes by id, `reset` sends
+//! rows back to be read again, and `quarantine` moves a row whoever finds it. The reader is
+//! the current leader generation's; a new generation starts over with a full read.
+//!
 //! Every statement runs with `database.statement_timeout` on the server, set on each connection
 //! the store opens, so a statement the client gave up on does not go on holding locks.
 
@@ -27,10 +32,13 @@ pub use migrate::migrate;
 pub use stasher::Stasher;
 pub use statements::Statements;
 
-use super::{Backlog, BucketScope, DatabaseConfig, OutboxConfig, OutboxStore, PoolStats, Wakeups};
+use super::{
+    Backlog, BucketScope, DatabaseConfig, OutboxConfig, OutboxMode, OutboxStore, PoolStats, Wakeups,
+};
 use crate::error::Error;
 use crate::outbox::{Decoded, Shape, TableName};
 use crate::Result;
+use snapshot::{SnapshotReader, SnapshotSql};
 
 /// Whether `url` names a Postgres database.
 pub fn accepts(url: &str) -> bool {
@@ -78,6 +86,17 @@ pub struct PgStore {
     mark_floor: bool,
     /// Serialises marks.
     marking: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// Snapshot mode (`outbox.mode = "snapshot"`): its statements and the current leader
+    /// generation's reader. None in MP/R.
+    snapshot: Option<std::sync::Arc<Snapshots>>,
+}
+
+/// Snapshot mode's state, shared by clones of the store.
+#[derive(Debug)]
+struct Snapshots {
+    sql: std::sync::Arc<SnapshotSql>,
+    /// The reader of the generation that read last.
+    reader: tokio::sync::Mutex<Option<(Uuid, SnapshotReader)>>,
 }
 
 impl PgStore {
@@ -119,6 +138,12 @@ impl PgStore {
             sequence: std::sync::Arc::default(),
             mark_floor: outbox.mark_floor,
             marking: std::sync::Arc::default(),
+            snapshot: (outbox.mode == OutboxMode::Snapshot).then(|| {
+                std::sync::Arc::new(Snapshots {
+                    sql: std::sync::Arc::new(SnapshotSql::new(&outbox.table, &outbox.quarantine())),
+                    reader: tokio::sync::Mutex::new(None),
+                })
+            }),
         }
     }
 
@@ -220,6 +245,27 @@ impl PgStore {
         limit: usize,
         scope: Option<&BucketScope>,
     ) -> Result<Vec<Decoded>> {
+        if let Some(snapshot) = &self.snapshot {
+            if scope.is_some() {
+                return Err(Error::Pipeline(
+                    "snapshot mode reads the whole table: reads scoped to buckets are not built \
+                     (the config check refuses snapshot mode with a bucket-sharing leader kind)"
+                        .into(),
+                ));
+            }
+            let mut current = snapshot.reader.lock().await;
+            if current.as_ref().is_none_or(|(l, _)| *l != leader) {
+                let reader = SnapshotReader::with_sql(
+                    std::sync::Arc::clone(&snapshot.sql),
+                    self.require_key,
+                );
+                *current = Some((leader, reader));
+            }
+            let Some((_, reader)) = current.as_mut() else {
+                return Ok(Vec::new());
+            };
+            return reader.read(&self.pool, limit).await;
+        }
         // One mark at a time per store: the probes' order is part of the floor's argument.
         let _serial = self.marking.lock().await;
         let probe = self.probe().await;
@@ -305,16 +351,22 @@ impl OutboxStore for PgStore {
             Shape::Native => "native",
             Shape::Goharvest => "goharvest",
         };
-        format!("postgres {} ({shape} shape)", self.table)
+        let mode = if self.snapshot.is_some() {
+            ", snapshot mode"
+        } else {
+            ""
+        };
+        format!("postgres {} ({shape} shape{mode})", self.table)
     }
 
     fn migrate(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(migrate(
-            &self.pool,
-            &self.table,
-            &self.quarantine,
-            self.shape,
-        ))
+        Box::pin(async move {
+            migrate(&self.pool, &self.table, &self.quarantine, self.shape).await?;
+            if let Some(snapshot) = &self.snapshot {
+                snapshot.sql.migrate(&self.pool).await?;
+            }
+            Ok(())
+        })
     }
 
     fn mark(&self, leader: Uuid, limit: usize) -> BoxFuture<'_, Result<Vec<Decoded>>> {
@@ -332,6 +384,10 @@ impl OutboxStore for PgStore {
 
     fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move {
+            if let Some(snapshot) = &self.snapshot {
+                // No leader condition: only acknowledged rows are ever deleted (snapshot.rs).
+                return snapshot.sql.delete(&self.pool, ids).await;
+            }
             let n = self
                 .on_ids(
                     &self.statements.purge,
@@ -349,6 +405,19 @@ impl OutboxStore for PgStore {
 
     fn reset<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move {
+            if let Some(snapshot) = &self.snapshot {
+                // Nothing to undo in the table: the generation's reader returns the rows again
+                // with its next read. Rows of an older generation than the one reading now are
+                // read by its full read anyway.
+                let mut current = snapshot.reader.lock().await;
+                return Ok(match current.as_mut() {
+                    Some((l, reader)) if leaders.contains(l) => {
+                        reader.reread(ids.iter().copied());
+                        ids.len() as u64
+                    }
+                    _ => 0,
+                });
+            }
             // Lower the floor once the rows are markable again (committed), so that the next
             // mark to begin scans them; a mark already running cannot clear it (cursor.rs).
             // (Until then a key with reset rows stays blocked in its shard, so a mark that
@@ -373,6 +442,9 @@ impl OutboxStore for PgStore {
         reason: &'a str,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            if let Some(snapshot) = &self.snapshot {
+                return snapshot.sql.quarantine(&self.pool, id, reason).await;
+            }
             let moved = sqlx::query_scalar::<_, i64>(&self.statements.quarantine)
                 .bind(id)
                 .bind(leaders)

@@ -44,6 +44,7 @@
 //! condition on purge protects a re-mark that the snapshot reader does not make.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use sqlx::postgres::PgRow;
 use sqlx::PgPool;
@@ -53,31 +54,68 @@ use super::statements::render;
 use crate::outbox::{Decoded, TableName};
 use crate::{Error, Result};
 
-/// The statements of snapshot mode for one table, rendered once.
+/// The statements of snapshot mode for one table, rendered once and shared by the store and
+/// its readers.
 #[derive(Debug, Clone)]
-struct Sql {
+pub struct SnapshotSql {
     migrate: String,
     take: String,
     full_page: String,
     window_page: String,
     reread: String,
     delete: String,
+    quarantine: String,
 }
 
-impl Sql {
-    fn new(table: &TableName) -> Self {
+impl SnapshotSql {
+    /// The statements for `table` and its `quarantine`.
+    pub fn new(table: &TableName, quarantine: &TableName) -> Self {
         let p = [
             ("{{outbox}}", table.quoted()),
+            ("{{quarantine}}", quarantine.quoted()),
             ("{{xid_index}}", format!("\"{}\"", table.ident("_xid_idx"))),
         ];
-        Sql {
+        SnapshotSql {
             migrate: render(include_str!("migrations/0001_xid.sql"), &p),
             take: include_str!("sql/take.sql").to_owned(),
             full_page: render(include_str!("sql/full_page.sql"), &p),
             window_page: render(include_str!("sql/window_page.sql"), &p),
             reread: render(include_str!("sql/reread.sql"), &p),
             delete: render(include_str!("sql/delete.sql"), &p),
+            quarantine: render(include_str!("sql/quarantine.sql"), &p),
         }
+    }
+
+    /// Adds the `xid` column and its index to the native table (idempotent; after the
+    /// store's own migrations).
+    pub async fn migrate(&self, pool: &PgPool) -> Result<()> {
+        sqlx::raw_sql(&self.migrate)
+            .execute(pool)
+            .await
+            .map_err(Error::db("add the snapshot mode's xid column"))?;
+        Ok(())
+    }
+
+    /// Deletes acknowledged rows by id; returns how many were still there.
+    pub async fn delete(&self, pool: &PgPool, ids: &[i64]) -> Result<u64> {
+        let done = sqlx::query(&self.delete)
+            .bind(ids)
+            .execute(pool)
+            .await
+            .map_err(Error::db("delete acknowledged rows"))?;
+        Ok(done.rows_affected())
+    }
+
+    /// Moves row `id` to the quarantine with `reason`, atomically; returns whether it moved
+    /// (false: it is gone already).
+    pub async fn quarantine(&self, pool: &PgPool, id: i64, reason: &str) -> Result<bool> {
+        let moved = sqlx::query_scalar::<_, i64>(&self.quarantine)
+            .bind(id)
+            .bind(reason)
+            .fetch_optional(pool)
+            .await
+            .map_err(Error::db(format!("quarantine row {id}")))?;
+        Ok(moved.is_some())
     }
 }
 
@@ -99,7 +137,7 @@ enum Phase {
 /// per leader generation, and a new generation starts over with a full read.
 #[derive(Debug)]
 pub struct SnapshotReader {
-    sql: Sql,
+    sql: Arc<SnapshotSql>,
     require_key: bool,
     phase: Phase,
     /// Rows sent back by [`SnapshotReader::reread`], returned first by the next read.
@@ -110,8 +148,14 @@ impl SnapshotReader {
     /// A reader of `table` that starts with a full read. `require_key`: a keyless row is
     /// malformed (quarantined), as in MP/R.
     pub fn new(table: &TableName, require_key: bool) -> Self {
+        let sql = SnapshotSql::new(table, &table.sibling("_quarantine"));
+        Self::with_sql(Arc::new(sql), require_key)
+    }
+
+    /// A reader with statements rendered already (the store's).
+    pub fn with_sql(sql: Arc<SnapshotSql>, require_key: bool) -> Self {
         SnapshotReader {
-            sql: Sql::new(table),
+            sql,
             require_key,
             phase: Phase::Full {
                 snap: None,
@@ -121,14 +165,11 @@ impl SnapshotReader {
         }
     }
 
-    /// Adds the `xid` column and its index to the native table (idempotent).
+    /// Adds the `xid` column and its index to the native `table` (idempotent).
     pub async fn migrate(table: &TableName, pool: &PgPool) -> Result<()> {
-        let sql = Sql::new(table);
-        sqlx::raw_sql(&sql.migrate)
-            .execute(pool)
+        SnapshotSql::new(table, &table.sibling("_quarantine"))
+            .migrate(pool)
             .await
-            .map_err(Error::db("add the snapshot mode's xid column"))?;
-        Ok(())
     }
 
     /// Whether the term's full read is over.
@@ -137,23 +178,28 @@ impl SnapshotReader {
     }
 
     /// Up to `limit` rows not returned before (or sent back), sorted by id: rows sent back
-    /// first, then the full read's or the current window's next page. A window whose last page
+    /// first (all of them before any new page), then the full read's or the current window's
+    /// next page. A window whose last page
     /// came back short is complete: the next call takes a new snapshot. Nothing is written, so
     /// a failed call changes nothing and can be repeated.
     pub async fn read(&mut self, pool: &PgPool, limit: usize) -> Result<Vec<Decoded>> {
         let mut out = Vec::new();
         if !self.again.is_empty() {
-            let ids: Vec<i64> = self.again.iter().copied().collect();
+            // The lowest first, never more than asked for (each row holds a permit); the rest
+            // wait for the next read, before any new page.
+            let ids: Vec<i64> = self.again.iter().copied().take(limit).collect();
             let rows = sqlx::query(&self.sql.reread)
                 .bind(&ids)
                 .fetch_all(pool)
                 .await
                 .map_err(Error::db("read rows sent back"))?;
             out = self.decode(&rows)?;
-            self.again.clear();
+            for id in &ids {
+                self.again.remove(id);
+            }
         }
         let room = limit.saturating_sub(out.len());
-        if room > 0 {
+        if room > 0 && self.again.is_empty() {
             let page = self.page(pool, room).await?;
             out.extend(page);
         }
@@ -170,12 +216,7 @@ impl SnapshotReader {
 
     /// Deletes acknowledged rows by id; returns how many were still there.
     pub async fn delete(&self, pool: &PgPool, ids: &[i64]) -> Result<u64> {
-        let done = sqlx::query(&self.sql.delete)
-            .bind(ids)
-            .execute(pool)
-            .await
-            .map_err(Error::db("delete acknowledged rows"))?;
-        Ok(done.rows_affected())
+        self.sql.delete(pool, ids).await
     }
 
     /// The next page of the full read or of the current window (taking its snapshot first when
