@@ -577,7 +577,14 @@ fn effective_mark_batch(bench: &Bench) -> usize {
 }
 
 async fn measure_ceilings(bench: &Bench, scale: f64, batch: usize) -> Result<Ceilings, BenchError> {
-    let ground = Ground::new(&bench.database_url, &bench.broker, 8, 8).await?;
+    let ground = Ground::new(
+        &bench.database_url,
+        &bench.broker,
+        8,
+        8,
+        harvester::store::OutboxMode::MarkPurge,
+    )
+    .await?;
     let rows = ((100_000.0 * scale) as u64).max(5_000);
     let on = match bench.backend {
         Backend::Postgres => String::new(),

@@ -386,6 +386,12 @@ impl Scenario {
                 "it harvests goharvest's table shape (`outbox.shape`), a Postgres table".into(),
             );
         }
+        if set("outbox.mode").is_some_and(|v| v == "snapshot") {
+            return Some(
+                "it reads in snapshot mode (`outbox.mode`), which needs Postgres's snapshots"
+                    .into(),
+            );
+        }
         if set("outbox.mark_floor").is_some() {
             return Some(
                 "it sets `outbox.mark_floor`, the Postgres store's (MariaDB marks scan from the head)"
@@ -505,6 +511,9 @@ mod tests {
         )
         .unwrap();
         assert!(why.contains("mark_floor"), "{why}");
+        let why = on("drain-snapshot", Backend::MariaDb, &[]).unwrap();
+        assert!(why.contains("snapshot mode"), "{why}");
+        assert_eq!(on("drain-snapshot", Backend::Postgres, &[]), None);
     }
 
     #[test]

@@ -45,6 +45,7 @@ use crate::report::{Drain, DrainEnd, Failover, RunResult, Verdict};
 use crate::scenario::{Base, Kind, Scenario};
 use crate::BenchError;
 use faults::Event;
+use harvester::store::OutboxMode;
 use setup::Ground;
 
 /// What every scenario of a bench run shares.
@@ -144,7 +145,22 @@ pub async fn run(
         );
     }
     let writers_n = scenario.writers.as_ref().map_or(1, |w| w.writers as u32);
-    let ground = Ground::new(&url, &broker, topic.partitions, writers_n + 4).await?;
+    // The harvesters' `outbox.mode` (the command line's `--set` wins): snapshot mode's column is
+    // migrated with the table, as a deployment would before its writers start.
+    let mode = scenario
+        .settings(&bench.base)
+        .iter()
+        .chain(bench.extra.iter())
+        .rev()
+        .find(|(k, _)| k == "outbox.mode")
+        .map_or(OutboxMode::MarkPurge, |(_, v)| {
+            if v == "snapshot" {
+                OutboxMode::Snapshot
+            } else {
+                OutboxMode::MarkPurge
+            }
+        });
+    let ground = Ground::new(&url, &broker, topic.partitions, writers_n + 4, mode).await?;
     let case = Case {
         label: &label,
         scenario,

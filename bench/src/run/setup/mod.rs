@@ -14,7 +14,7 @@ use harvester::election::neli::NeliConfig;
 use harvester::outbox::TableName;
 use harvester::store::mariadb::MariaDbStore;
 use harvester::store::postgres::PgStore;
-use harvester::store::OutboxStore;
+use harvester::store::{OutboxMode, OutboxStore};
 use harvester::Config;
 use testkit::{names, Broker};
 use workloads::{Backend, Db};
@@ -40,12 +40,16 @@ impl Ground {
         broker: &Broker,
         partitions: i32,
         pool_size: u32,
+        mode: OutboxMode,
     ) -> Result<Ground, BenchError> {
         let schema = names::schema("bench");
         let (db, table) = match Backend::of(url)? {
             Backend::Postgres => {
                 let pool = postgres::create(url, &schema, pool_size).await?;
                 let table = postgres::table(&pool, &schema, "outbox").await?;
+                if mode == OutboxMode::Snapshot {
+                    postgres::snapshot(&pool, &table).await?;
+                }
                 (Db::Postgres(pool), table)
             }
             Backend::MariaDb => {

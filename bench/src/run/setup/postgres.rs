@@ -44,6 +44,14 @@ pub(super) async fn table(
     Ok(table)
 }
 
+/// Snapshot mode's migration of `table` (its indexed `xid` column).
+pub(super) async fn snapshot(pool: &PgPool, table: &TableName) -> Result<(), BenchError> {
+    harvester::store::postgres::snapshot::SnapshotSql::new(table, &table.sibling("_quarantine"))
+        .migrate(pool)
+        .await?;
+    Ok(())
+}
+
 /// (rows left in the outbox, rows quarantined, up to 5 quarantine reasons).
 pub(super) async fn leftovers(
     pool: &PgPool,

@@ -24,6 +24,13 @@ const STORAGE: (i32, &str, &str) = (4, "storage", include_str!("migrations/0004_
 const LAYOUT: (i32, &str, &str) = (5, "layout", include_str!("migrations/0005_layout.sql"));
 
 const NATIVE: &[(i32, &str, &str)] = &[OUTBOX, QUARANTINE, NOTIFY, STORAGE, LAYOUT];
+/// Snapshot mode's own numbered files (`snapshot/migrations/`), recorded in the same ledger
+/// from version 101 on, applied only to a table harvested in that mode.
+const SNAPSHOT: &[(i32, &str, &str)] = &[(
+    101,
+    "snapshot_xid",
+    include_str!("snapshot/migrations/0001_xid.sql"),
+)];
 /// A goharvest table is left as it is: only the quarantine and the bucket layout are ours.
 const GOHARVEST: &[(i32, &str, &str)] = &[QUARANTINE, LAYOUT];
 
@@ -39,6 +46,29 @@ pub async fn migrate(
         Shape::Native => NATIVE,
         Shape::Goharvest => GOHARVEST,
     };
+    apply(pool, table, quarantine, files).await
+}
+
+/// Snapshot mode's migrations (the indexed `xid` column), after [`migrate`]'s. Each is applied
+/// once: adding the column takes an exclusive lock on the table (and rewrites a table that has
+/// rows), so it must not run on every start, where a long transaction reading the outbox would
+/// hold it up and every writer behind it.
+pub async fn migrate_snapshot(
+    pool: &PgPool,
+    table: &TableName,
+    quarantine: &TableName,
+) -> Result<()> {
+    apply(pool, table, quarantine, SNAPSHOT).await
+}
+
+/// Applies the `files` not yet in the table's ledger, in order, in one transaction under the
+/// table's advisory lock.
+async fn apply(
+    pool: &PgPool,
+    table: &TableName,
+    quarantine: &TableName,
+    files: &[(i32, &str, &str)],
+) -> Result<()> {
     let values = placeholders(table, quarantine);
     let ledger = table.sibling("_migrations");
     let mut tx = pool

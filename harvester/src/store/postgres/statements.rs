@@ -47,6 +47,7 @@ pub(crate) fn placeholders(
         ("{{quarantine}}", quarantine.quoted()),
         ("{{layout}}", table.sibling("_layout").quoted()),
         ("{{channel}}", table.ident("_harvest")),
+        ("{{xid_index}}", format!("\"{}\"", table.ident("_xid_idx"))),
         ("{{notify_fn}}", table.sibling("_notify").quoted()),
         (
             "{{notify_trigger}}",

@@ -50,7 +50,7 @@ use sqlx::postgres::PgRow;
 use sqlx::PgPool;
 
 use super::decode::decode_native;
-use super::statements::render;
+use super::statements::{placeholders, render};
 use crate::outbox::{Decoded, TableName};
 use crate::{Error, Result};
 
@@ -58,7 +58,8 @@ use crate::{Error, Result};
 /// its readers.
 #[derive(Debug, Clone)]
 pub struct SnapshotSql {
-    migrate: String,
+    table: TableName,
+    quarantine_table: TableName,
     take: String,
     full_page: String,
     window_page: String,
@@ -70,13 +71,10 @@ pub struct SnapshotSql {
 impl SnapshotSql {
     /// The statements for `table` and its `quarantine`.
     pub fn new(table: &TableName, quarantine: &TableName) -> Self {
-        let p = [
-            ("{{outbox}}", table.quoted()),
-            ("{{quarantine}}", quarantine.quoted()),
-            ("{{xid_index}}", format!("\"{}\"", table.ident("_xid_idx"))),
-        ];
+        let p = placeholders(table, quarantine);
         SnapshotSql {
-            migrate: render(include_str!("migrations/0001_xid.sql"), &p),
+            table: table.clone(),
+            quarantine_table: quarantine.clone(),
             take: include_str!("sql/take.sql").to_owned(),
             full_page: render(include_str!("sql/full_page.sql"), &p),
             window_page: render(include_str!("sql/window_page.sql"), &p),
@@ -86,14 +84,10 @@ impl SnapshotSql {
         }
     }
 
-    /// Adds the `xid` column and its index to the native table (idempotent; after the
-    /// store's own migrations).
+    /// Adds the `xid` column and its index to the native table, once (recorded in the
+    /// table's migration ledger, after the store's own migrations).
     pub async fn migrate(&self, pool: &PgPool) -> Result<()> {
-        sqlx::raw_sql(&self.migrate)
-            .execute(pool)
-            .await
-            .map_err(Error::db("add the snapshot mode's xid column"))?;
-        Ok(())
+        super::migrate::migrate_snapshot(pool, &self.table, &self.quarantine_table).await
     }
 
     /// Deletes acknowledged rows by id; returns how many were still there.
