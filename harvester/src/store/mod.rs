@@ -133,6 +133,11 @@ impl Wakeups for Polling {
 ///   stale) or that is already gone is skipped silently and not counted. Each call is atomic.
 /// - **Quarantine loses nothing.** Removing the row from the outbox and recording it (with the
 ///   reason) in the quarantine happen together or not at all.
+/// - **Snapshot mode keeps these promises its own way** (Postgres, `outbox.mode = "snapshot"`,
+///   see `postgres::snapshot`): `mark` writes nothing and returns, per leader generation, each
+///   row once (a full read, then what became visible since), rows `reset` sent back first, each
+///   key's rows in id order; `purge` deletes acknowledged rows and `quarantine` moves a row
+///   without a leader condition, since a stale leader can only delete rows Kafka has.
 /// - **Nothing here retries.** Errors are returned; the pipeline decides (back off and retry a
 ///   purge, force a re-mark after a failed reset, ...). Client-side time bounds are the
 ///   pipeline's too; server-side ones (a statement timeout) are the store's.

@@ -173,29 +173,28 @@ impl SnapshotReader {
 
     /// Up to `limit` rows not returned before (or sent back), sorted by id: rows sent back
     /// first (all of them before any new page), then the full read's or the current window's
-    /// next page. A window whose last page
-    /// came back short is complete: the next call takes a new snapshot. Nothing is written, so
-    /// a failed call changes nothing and can be repeated.
+    /// next page. A window whose last page came back short is complete: the next call takes a
+    /// new snapshot. Nothing is written, and a failed call changes nothing: it can be repeated.
     pub async fn read(&mut self, pool: &PgPool, limit: usize) -> Result<Vec<Decoded>> {
+        // The lowest first, never more than asked for (each row holds a permit); the rest wait
+        // for the next read, before any new page.
+        let again: Vec<i64> = self.again.iter().copied().take(limit).collect();
         let mut out = Vec::new();
-        if !self.again.is_empty() {
-            // The lowest first, never more than asked for (each row holds a permit); the rest
-            // wait for the next read, before any new page.
-            let ids: Vec<i64> = self.again.iter().copied().take(limit).collect();
+        if !again.is_empty() {
             let rows = sqlx::query(&self.sql.reread)
-                .bind(&ids)
+                .bind(&again)
                 .fetch_all(pool)
                 .await
                 .map_err(Error::db("read rows sent back"))?;
             out = self.decode(&rows)?;
-            for id in &ids {
-                self.again.remove(id);
-            }
         }
         let room = limit.saturating_sub(out.len());
-        if room > 0 && self.again.is_empty() {
+        if room > 0 && again.len() == self.again.len() {
             let page = self.page(pool, room).await?;
             out.extend(page);
+        }
+        for id in &again {
+            self.again.remove(id);
         }
         out.sort_by_key(decoded_id);
         out.dedup_by_key(|d| decoded_id(d));
