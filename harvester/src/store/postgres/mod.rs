@@ -254,16 +254,13 @@ impl PgStore {
                 ));
             }
             let mut current = snapshot.reader.lock().await;
-            if current.as_ref().is_none_or(|(l, _)| *l != leader) {
-                let reader = SnapshotReader::with_sql(
-                    std::sync::Arc::clone(&snapshot.sql),
-                    self.require_key,
-                );
-                *current = Some((leader, reader));
+            if current.as_ref().is_some_and(|(l, _)| *l != leader) {
+                *current = None; // a new generation starts over with a full read
             }
-            let Some((_, reader)) = current.as_mut() else {
-                return Ok(Vec::new());
-            };
+            let (_, reader) = current.get_or_insert_with(|| {
+                let sql = std::sync::Arc::clone(&snapshot.sql);
+                (leader, SnapshotReader::with_sql(sql, self.require_key))
+            });
             return reader.read(&self.pool, limit).await;
         }
         // One mark at a time per store: the probes' order is part of the floor's argument.

@@ -229,8 +229,8 @@ impl SnapshotReader {
                     .fetch_all(pool)
                     .await
                     .map_err(Error::db("read the outbox (full read)"))?;
-                let next = match last_id(&rows)? {
-                    Some(last) if rows.len() >= limit => Phase::Full {
+                let next = match full_page_end(&rows, limit)? {
+                    Some(last) => Phase::Full {
                         snap: Some(snap),
                         after: last,
                     },
@@ -255,8 +255,8 @@ impl SnapshotReader {
                     .fetch_all(pool)
                     .await
                     .map_err(Error::db("read the outbox (window)"))?;
-                let next = match last_id(&rows)? {
-                    Some(last) if rows.len() >= limit => Phase::Window {
+                let next = match full_page_end(&rows, limit)? {
+                    Some(last) => Phase::Window {
                         from,
                         to: Some(to),
                         after: last,
@@ -297,8 +297,13 @@ fn decoded_id(d: &Decoded) -> i64 {
     }
 }
 
-fn last_id(rows: &[PgRow]) -> Result<Option<i64>> {
+/// The last id of a page that came back full (more may follow), None for a short one (the
+/// read or window is complete).
+fn full_page_end(rows: &[PgRow], limit: usize) -> Result<Option<i64>> {
     use sqlx::Row;
+    if rows.len() < limit {
+        return Ok(None);
+    }
     rows.last()
         .map(|r| r.try_get::<i64, _>("id"))
         .transpose()
