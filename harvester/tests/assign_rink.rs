@@ -61,6 +61,7 @@ type Members = Arc<Mutex<Vec<(String, Arc<Rink>)>>>;
 struct Rig {
     prefix: String,
     delay: Duration,
+    ttl: Duration,
     members: Members,
     log: Arc<Mutex<Vec<Logged>>>,
     overlaps: Arc<Mutex<Vec<String>>>,
@@ -96,6 +97,7 @@ impl Rig {
         Rig {
             prefix: format!("/harvester-tests/{}", names::unique(test)),
             delay,
+            ttl: TTL,
             members,
             log: Arc::default(),
             overlaps,
@@ -105,12 +107,18 @@ impl Rig {
         }
     }
 
+    /// Members started from now on hold leases of `ttl` (TTL otherwise).
+    fn with_ttl(mut self, ttl: Duration) -> Rig {
+        self.ttl = ttl;
+        self
+    }
+
     fn config(&self, name: &str) -> RinkConfig {
         RinkConfig {
             endpoints: endpoints(),
             prefix: Some(self.prefix.clone()),
             name: Some(name.into()),
-            ttl: TTL,
+            ttl: self.ttl,
             rebalance_delay: self.delay,
             buckets: B,
             revoke_timeout: Some(Duration::from_secs(3)),
@@ -601,7 +609,11 @@ async fn bad_settings_unreachable_servers_and_taken_names_fail_at_start_naming_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_member_does_not_hold_back_buckets_it_never_owned() {
-    let rig = Rig::new("rink-stall-handoff", Duration::from_secs(3));
+    // Leases of 12s let m3 stall for 5s without lapsing, so the hand-over has seconds to land
+    // inside the stall even on a loaded machine (with 2s leases the window was 1.3s, and a busy
+    // CI box missed it once).
+    let rig =
+        Rig::new("rink-stall-handoff", Duration::from_secs(3)).with_ttl(Duration::from_secs(12));
     for name in ["m1", "m2", "m3"] {
         rig.start(name).await;
     }
@@ -609,7 +621,7 @@ async fn a_stalled_member_does_not_hold_back_buckets_it_never_owned() {
         .await;
     rig.start("w").await; // waits its 3s
     let leaving = rig.rink("m2").owned();
-    let stall = Duration::from_millis(1500);
+    let stall = Duration::from_secs(5);
     let stalled = Instant::now();
     rig.rink("m3").stall_for_tests(stall);
     rig.close("m2").await;
