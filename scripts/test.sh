@@ -11,4 +11,16 @@ export RUST_TEST_THREADS="${HARVEST_TEST_THREADS:-2}"
 scripts/services.sh tools
 # --all-targets leaves doctests out; they run first (quick, no services needed).
 cargo test --workspace --doc "$@"
-exec scripts/with-services.sh cargo test --workspace --all-targets "$@"
+# The output is long and what shows of it is often only its end, where backtraces bury the
+# panic messages: on a failure they are printed once more, last.
+log=$(mktemp -t harvester-tests.XXXXXX)
+set +e
+scripts/with-services.sh cargo test --workspace --all-targets "$@" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" -ne 0 ]; then
+  echo "== test.sh: the failures' panic messages, again"
+  grep -A6 "panicked at" "$log" | grep -v '^ *[0-9]*: \|^ *at ' | head -150
+fi
+rm -f "$log"
+exit "$rc"
