@@ -594,6 +594,12 @@ async fn measure_ceilings(bench: &Bench, scale: f64, batch: usize) -> Result<Cei
     let outcome = async {
         let db = crate::ceiling::db_mark_purge(&ground, rows, batch, 200).await?;
         eprintln!("   {:.0} rows/s", db.per_second);
+        eprintln!("== ceilings: DB-only batched DELETE alone of {rows} rows (best of batch x connections)");
+        let delete_only = crate::ceiling::delete_only::delete_only(&ground, rows, 200).await?;
+        eprintln!(
+            "   {:.0} rows/s (batch {}, {} connections)",
+            delete_only.best.per_second, delete_only.batch, delete_only.connections
+        );
         eprintln!("== ceilings: producer-only, {rows} records");
         let producer = crate::ceiling::producer(
             bench.broker.bootstrap(),
@@ -614,6 +620,7 @@ async fn measure_ceilings(bench: &Bench, scale: f64, batch: usize) -> Result<Cei
         eprintln!("   {:.0} records/s", writers.per_second);
         Ok::<_, BenchError>(Ceilings {
             db_mark_purge: Some(db),
+            delete_only: Some(delete_only),
             producer: Some(producer),
             writers: Some(writers),
             batch,

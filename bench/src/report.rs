@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Correctness, Percentiles};
+use crate::ceiling::delete_only::DeleteOnly;
 use crate::ceiling::Ceiling;
 use crate::mariadb::MariaDbSettings;
 use crate::pg::PgSettings;
@@ -186,6 +187,9 @@ pub struct RunResult {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Ceilings {
     pub db_mark_purge: Option<Ceiling>,
+    /// Batched DELETE by id alone (the best point, see [`crate::ceiling::delete_only`]).
+    #[serde(default)]
+    pub delete_only: Option<DeleteOnly>,
     pub producer: Option<Ceiling>,
     pub writers: Option<Ceiling>,
     pub batch: usize,
@@ -393,6 +397,19 @@ pub fn markdown(
         &format!("DB-only mark+purge ({store}batch {})", ceilings.batch),
         ceilings.db_mark_purge,
     );
+    if let Some(d) = ceilings.delete_only {
+        row(
+            &mut s,
+            &format!(
+                "DB-only batched DELETE alone ({store}best of {} ids x {} connections: {} x {})",
+                join(&crate::ceiling::delete_only::BATCHES),
+                join(&crate::ceiling::delete_only::CONNECTIONS),
+                d.batch,
+                d.connections
+            ),
+            Some(d.best),
+        );
+    }
     row(&mut s, "producer-only (idempotent)", ceilings.producer);
     row(
         &mut s,
@@ -403,13 +420,17 @@ pub fn markdown(
     let _ = writeln!(s, "\n## Scenarios\n");
     let _ = writeln!(
         s,
-        "| scenario | verdict | committed | drain rec/s | x lower ceiling | delivered rec/s (written / target) | p50 ms | p90 | p99 | p99.9 | max | lost | evicted | reord | dup | failover gap / stall ms | CPU s/M rec | peak RSS MiB | WAL B/rec | tx/rec | broker busy | bound by |"
+        "| scenario | verdict | committed | drain rec/s | x lower ceiling | x delete-only | delivered rec/s (written / target) | p50 ms | p90 | p99 | p99.9 | max | lost | evicted | reord | dup | failover gap / stall ms | CPU s/M rec | peak RSS MiB | WAL B/rec | tx/rec | broker busy | bound by |"
     );
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in runs {
         let l = r.latency_ms;
         // Only a drain is limited by the harvester alone; a steady run by its writers.
         let ratio = r.drain_records_per_s.zip(lower).map(|(a, b)| a / b);
+        let of_delete = r
+            .drain_records_per_s
+            .zip(ceilings.delete_only)
+            .map(|(a, d)| a / d.best.per_second);
         let sustained = match (
             r.sustained_records_per_s,
             r.write_records_per_s,
@@ -422,7 +443,7 @@ pub fn markdown(
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} |",
             r.scenario,
             match r.verdict {
                 Verdict::Passed if r.passed => "passed",
@@ -432,6 +453,7 @@ pub fn markdown(
             r.committed,
             opt(r.drain_records_per_s, 0),
             opt(ratio, 2),
+            opt(of_delete, 2),
             sustained,
             opt(l.map(|l| l.p50), 1),
             opt(l.map(|l| l.p90), 1),
@@ -546,7 +568,7 @@ pub fn markdown(
     let _ = writeln!(
         s,
         "\nLatency is commit -> consumer receipt on one clock (open loop: from the transaction's intended start, coordinated-omission aware). \
-         `x lower ceiling` divides drain throughput by the lower of the DB-only and producer-only ceilings measured in this run. \
+         `x lower ceiling` divides drain throughput by the lower of the DB-only and producer-only ceilings measured in this run; `x delete-only` by the delete-only ceiling (batched DELETE by id alone, the database's best case for any relay). \
          `lost (n by broker)`: n lost records' rows were deleted, which the harvester does only after the broker acknowledged them, and the log never held them: the broker dropped them (forgiven only where Produce errors are injected into the mock); `undelivered`: rows still in the outbox when the drain ended. \
          `evicted`: records the broker deleted before the verifier read them (the embedded broker keeps 5 MiB per partition; a real one, its retention), not counted in `lost`; a run whose only missing records are evicted ones is *inconclusive*, neither passed nor failed. \
          `broker busy`: share of the measured part the embedded broker's mock-cluster thread (it serves every request on that one thread) was on a CPU or runnable waiting for one; `bound by`: broker when that thread was at least 90 % busy, else database or harvester by the larger share of the machine's cores it used if at least half, else none (round trips or the offered load). `reord (n rewound)`: n duplicates of an older record arrived after a newer one of its key (first deliveries stayed in order); allowed only in failover-zombie. \
@@ -554,6 +576,15 @@ pub fn markdown(
          WAL and transactions per record include the writers' own."
     );
     s
+}
+
+/// `100/1000`.
+fn join(values: &[usize]) -> String {
+    values
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 #[cfg(test)]
@@ -662,6 +693,15 @@ mod tests {
                 seconds: 1.0,
                 per_second: 100.0,
             }),
+            delete_only: Some(DeleteOnly {
+                best: Ceiling {
+                    records: 100,
+                    seconds: 0.25,
+                    per_second: 400.0,
+                },
+                batch: 1000,
+                connections: 2,
+            }),
             batch: 100,
             ..Ceilings::default()
         };
@@ -676,6 +716,10 @@ mod tests {
         );
         assert!(!md.contains("autovacuum="), "no Postgres lines: {md}");
         assert!(md.contains("| DB-only mark+purge (MariaDB store, batch 100) | 100 | 100 |"));
+        assert!(
+            md.contains("| DB-only batched DELETE alone (MariaDB store, best of 100/1000 ids x 1/2 connections: 1000 x 2) | 100 | 400 |"),
+            "{md}"
+        );
         assert!(md.contains("harvesters 40.0 s, mariadb 50.0 s;"), "{md}");
         let skipped = unsupported_section(
             workloads::Backend::MariaDb,

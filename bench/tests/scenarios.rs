@@ -118,7 +118,10 @@ async fn every_scenario_runs_verified_and_reports_its_figures() {
     }
     let c = summary.ceilings;
     assert!(c.db_mark_purge.unwrap().per_second > 0.0 && c.producer.unwrap().per_second > 0.0);
-    assert!(summary.markdown.contains("x lower ceiling"));
+    assert!(c.delete_only.unwrap().best.per_second > 0.0);
+    assert!(
+        summary.markdown.contains("x lower ceiling") && summary.markdown.contains("x delete-only")
+    );
     assert!(summary.files.iter().any(|f| f.ends_with(".jsonl")));
     assert!(summary.files.iter().filter(|f| f.ends_with(".svg")).count() >= summary.runs.len());
     let _ = std::fs::remove_dir_all(out);

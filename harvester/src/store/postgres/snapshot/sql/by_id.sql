@@ -1,4 +1,5 @@
--- Rows sent back for another try (their delivery failed): read again by id, those still here.
+-- Rows by id, those still here: a window's next page (ids from window_ids.sql), or rows sent
+-- back for another try (their delivery failed).
 SELECT id, topic, kafka_key, kafka_value, header_keys, header_values, kafka_partition,
        (extract(epoch FROM kafka_timestamp) * 1000)::BIGINT AS kafka_timestamp_ms, create_time
 FROM {{outbox}}

@@ -6,6 +6,8 @@
 //!   (Postgres or MariaDB), so each backend's drain reads against its own ceiling.
 //! - **Producer-only**: an idempotent producer (the harvester's forced setting) sending records
 //!   of the same size to the same broker, as fast as delivery reports come back.
+//! - **Delete-only** ([`delete_only`]): batched DELETE by id alone, the least any relay must do,
+//!   best of a few batch sizes and connection counts.
 //! - **Writers**: the scenario's writers in closed loop, no harvester, into the run's backend;
 //!   `rate_share` scenarios run at a share of it.
 
@@ -23,6 +25,8 @@ use workloads::{Ledger, Mode, WriterConfig, WriterPool};
 
 use crate::run::setup::Ground;
 use crate::BenchError;
+
+pub mod delete_only;
 
 /// One measured ceiling.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
