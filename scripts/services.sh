@@ -20,7 +20,7 @@
 # pg_ctlcluster if it is installed but down), else a private cluster under .state/pg made with
 # Debian's initdb/pg_ctl (installing the postgresql package when absent).
 # MariaDB: $MARIADB_URL if it answers, else the local server on 127.0.0.1:3306 (root, no
-# password, database `test`), else a private mariadbd (port 33060, data under .state/mariadb;
+# password, database `test`), else a private mariadbd (port 23306, data under .state/mariadb;
 # installing mariadb-server when absent).
 # Kafka: $KAFKA_BROKERS if set, else the embedded broker (librdkafka mock cluster) in its own
 # long-lived process, so harvester processes can be killed while the broker lives on.
@@ -219,7 +219,7 @@ mariadb_up() {
     say "mariadb: using the local server on 127.0.0.1:3306"
     MARIADB_URL=mysql://root@127.0.0.1:3306/test; return
   fi
-  MARIADB_URL=$(private_mariadb up "$STATE/mariadb" "${HARVEST_MARIADB_PORT:-33060}")
+  MARIADB_URL=$(private_mariadb up "$STATE/mariadb" "${HARVEST_MARIADB_PORT:-23306}")
   if [ -f "$STATE/mariadb/pid" ]; then echo started > "$STATE/mariadb.started"; fi
 }
 

@@ -16,39 +16,55 @@ fn reaper() -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_runs_verified_and_reports_its_figures() {
     testkit::init_tracing();
+    // Both outbox modes, one after the other (they share the broker, the database and the
+    // bench's own Postgres port): MP/R with the same-run ceilings, then every scenario again
+    // with `--set outbox.mode=snapshot`.
+    full_profile(Vec::new(), true).await;
+    full_profile(vec!["outbox.mode=snapshot".into()], false).await;
+}
+
+/// Runs the full profile at a tenth of its size with `set` and checks every run's figures.
+async fn full_profile(set: Vec<String>, ceilings: bool) {
     let out = std::env::temp_dir().join(testkit::names::unique("bench-results"));
+    let snapshot = !set.is_empty();
     let summary = run(RunOptions {
         profile: "full".into(),
         scenarios: Vec::new(),
         file: None,
-        set: Vec::new(),
+        set,
         scale: 0.1,
         brokers: None,
         database_url: None,
         reaper: Some(reaper()),
         out: out.clone(),
-        ceilings: true,
-        private_pg_port: 54332,
+        ceilings,
+        // Below the ephemeral range: 54332 was once held by an outgoing connection.
+        private_pg_port: 25432,
         // The server as found: tests/autovacuum.rs checks the switch itself.
         autovacuum: bench::pg::AutovacuumMode::AsFound,
     })
     .await
-    .unwrap();
+    .unwrap_or_else(|e| panic!("the full profile (snapshot mode: {snapshot}) failed: {e}"));
     println!("{}", summary.markdown);
     let full = bench::scenario::ScenarioFile::builtin()
         .profile("full")
         .unwrap();
-    for name in &full {
+    for wanted in &full {
         assert!(
             summary
                 .runs
                 .iter()
-                .any(|r| r.scenario == *name || r.scenario.starts_with(&format!("{name}/"))),
-            "{name} did not run"
+                .any(|r| r.scenario == *wanted || r.scenario.starts_with(&format!("{wanted}/"))),
+            "{wanted} did not run"
         );
     }
     for r in &summary.runs {
-        assert!(r.passed, "{} failed: {}", r.scenario, r.problems);
+        let name = if snapshot {
+            format!("{} (snapshot mode)", r.scenario)
+        } else {
+            r.scenario.clone()
+        };
+        assert!(r.passed, "{} failed: {}", name, r.problems);
         // The only loss allowed is the mock broker's own (acknowledged, not in its log), and
         // only where errors are injected into its Produce requests.
         let allowed = if r.kind == Some(Kind::BrokerFaults) {
@@ -59,29 +75,29 @@ async fn every_scenario_runs_verified_and_reports_its_figures() {
         assert!(
             r.correctness.lost <= allowed,
             "{}: lost {}",
-            r.scenario,
+            name,
             r.correctness.lost
         );
-        assert_eq!(r.correctness.reordered, 0, "{}", r.scenario);
+        assert_eq!(r.correctness.reordered, 0, "{}", name);
         if r.kind == Some(Kind::FailoverZombie) {
             // A resumed zombie's pre-stall produce request may land late: counted, bounded.
             assert!(
                 r.correctness.rewinds <= r.correctness.duplicates,
                 "{}",
-                r.scenario
+                name
             );
         } else {
-            assert_eq!(r.correctness.rewinds, 0, "{}", r.scenario);
+            assert_eq!(r.correctness.rewinds, 0, "{}", name);
         }
         assert_eq!(
             r.correctness.delivered + r.correctness.lost,
             r.committed,
             "{}",
-            r.scenario
+            name
         );
         match r.kind.unwrap() {
             Kind::Drain | Kind::PgRestart => {
-                assert!(r.drain_records_per_s.unwrap() > 0.0, "{}", r.scenario);
+                assert!(r.drain_records_per_s.unwrap() > 0.0, "{}", name);
                 if r.kind == Some(Kind::Drain) {
                     // On the embedded broker a backlog is verified after its drain, which is
                     // timed to the empty outbox and charted from the harvesters' counts.
@@ -96,11 +112,11 @@ async fn every_scenario_runs_verified_and_reports_its_figures() {
             _ => {
                 let l = r
                     .latency_ms
-                    .unwrap_or_else(|| panic!("{} has no latency", r.scenario));
+                    .unwrap_or_else(|| panic!("{} has no latency", name));
                 assert!(
                     l.p50 <= l.p99 && l.p99 <= l.max && l.count > 0,
                     "{}: {l:?}",
-                    r.scenario
+                    name
                 );
                 assert!(r.sustained_records_per_s.unwrap() > 0.0);
             }
@@ -108,20 +124,29 @@ async fn every_scenario_runs_verified_and_reports_its_figures() {
         if matches!(r.kind.unwrap(), Kind::FailoverKill | Kind::FailoverZombie) {
             let f = r
                 .failover
-                .unwrap_or_else(|| panic!("{} has no failover figures", r.scenario));
+                .unwrap_or_else(|| panic!("{} has no failover figures", name));
             assert!(f.gap_ms > 0.0 && f.fault_to_acquired_ms > 0.0, "{f:?}");
         }
         if matches!(r.kind.unwrap(), Kind::BrokerFaults | Kind::PgRestart) {
-            assert!(r.stall_ms.is_some(), "{} has no stall figure", r.scenario);
+            assert!(r.stall_ms.is_some(), "{} has no stall figure", name);
         }
         assert!(r.cpu_seconds_per_million.unwrap() > 0.0 && r.peak_rss_mib > 0.0);
     }
-    let c = summary.ceilings;
-    assert!(c.db_mark_purge.unwrap().per_second > 0.0 && c.producer.unwrap().per_second > 0.0);
-    assert!(c.delete_only.unwrap().best.per_second > 0.0);
-    assert!(
-        summary.markdown.contains("x lower ceiling") && summary.markdown.contains("x delete-only")
-    );
+    if snapshot {
+        assert!(
+            summary.markdown.contains("outbox.mode=snapshot"),
+            "the report shows the mode"
+        );
+    }
+    if ceilings {
+        let c = summary.ceilings;
+        assert!(c.db_mark_purge.unwrap().per_second > 0.0 && c.producer.unwrap().per_second > 0.0);
+        assert!(c.delete_only.unwrap().best.per_second > 0.0);
+        assert!(
+            summary.markdown.contains("x lower ceiling")
+                && summary.markdown.contains("x delete-only")
+        );
+    }
     assert!(summary.files.iter().any(|f| f.ends_with(".jsonl")));
     assert!(summary.files.iter().filter(|f| f.ends_with(".svg")).count() >= summary.runs.len());
     let _ = std::fs::remove_dir_all(out);

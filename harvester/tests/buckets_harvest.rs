@@ -1,7 +1,9 @@
 //! Harvesters sharing one outbox by bucket (`Harvester::with_assignor`), on real Postgres and
 //! the embedded broker, with buckets moved by the test (the mock assignor) mid-stream: an
 //! orderly revoke drains and purges before its barrier is released, a fence stops at once, the
-//! other buckets keep flowing, and the verifying consumer sees nothing lost or reordered.
+//! other buckets keep flowing, and the verifying consumer sees nothing lost or reordered. Each
+//! scenario runs in both outbox modes: `mark_purge::*` and `snapshot::*` (a member's reads
+//! scoped to its buckets, a full read of them at each acquisition).
 
 mod common;
 
@@ -9,6 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::backend::Backend;
 use common::World;
 use harvester::assign::mock::MockAssignor;
 use harvester::assign::Assignor;
@@ -56,9 +59,8 @@ async fn upper_half(world: &World) -> (PgStore, i64) {
     (store, theirs)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn buckets_move_mid_stream_without_loss_or_reorder() {
-    let world = Arc::new(World::new("buckets", 4).await);
+async fn buckets_move_mid_stream_without_loss_or_reorder(backend: Backend) {
+    let world = Arc::new(World::on(backend, "buckets", 4).await);
     world.migrate().await;
     let (a, b, c) = (
         MockAssignor::new(COUNT),
@@ -147,9 +149,8 @@ async fn buckets_move_mid_stream_without_loss_or_reorder() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_harvester_marks_only_its_buckets() {
-    let world = World::new("buckets_own", 2).await;
+async fn a_harvester_marks_only_its_buckets(backend: Backend) {
+    let world = World::on(backend, "buckets_own", 2).await;
     world.migrate().await;
     world.write(40, 5, 50).await;
     let a = MockAssignor::new(COUNT);
@@ -182,9 +183,8 @@ fn refused_for_bucket_count(outcome: &harvester::Result<()>) -> bool {
         if problems.iter().any(|p| p.field == "leader.buckets" && p.message.contains("is split into")))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_with_another_bucket_count_never_marks() {
-    let world = World::new("buckets_layout", 2).await;
+async fn a_member_with_another_bucket_count_never_marks(backend: Backend) {
+    let world = World::on(backend, "buckets_layout", 2).await;
     world.migrate().await;
     world.write(40, 5, 50).await;
     let (store, theirs) = upper_half(&world).await;
@@ -226,3 +226,31 @@ async fn a_member_with_another_bucket_count_never_marks() {
         "its marks stopped with the change"
     );
 }
+
+/// Each scenario in both outbox modes on Postgres: `mark_purge::<name>` and `snapshot::<name>`.
+macro_rules! in_both_modes {
+    ($($scenario:ident),+ $(,)?) => {
+        mod mark_purge {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(super::Backend::Postgres).await
+                }
+            )+
+        }
+        mod snapshot {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(super::Backend::PostgresSnapshot).await
+                }
+            )+
+        }
+    };
+}
+
+in_both_modes!(
+    buckets_move_mid_stream_without_loss_or_reorder,
+    a_harvester_marks_only_its_buckets,
+    a_member_with_another_bucket_count_never_marks,
+);

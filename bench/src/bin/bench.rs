@@ -69,8 +69,10 @@ struct RunArgs {
     /// Skip the ceiling measurements.
     #[arg(long)]
     no_ceilings: bool,
-    /// Port for the bench's own Postgres (pg-restart).
-    #[arg(long, default_value_t = 54331)]
+    /// Port for the bench's own Postgres (pg-restart). Below Linux's ephemeral range
+    /// (32768-60999): a port in it can be held by one of the run's own outgoing connections
+    /// when the cluster starts.
+    #[arg(long, default_value_t = 25431)]
     private_pg_port: u16,
     /// The server's autovacuum for the run: `on` (default; switched on for the run and
     /// restored after when the server has it off, as a superuser can), `off` (for a

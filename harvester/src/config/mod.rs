@@ -284,16 +284,6 @@ impl Config {
             &self.database.url,
             &self.outbox,
         ));
-        if self.outbox.mode == crate::store::OutboxMode::Snapshot && self.leader.shares_by_bucket()
-        {
-            p.push(ConfigProblem::new(
-                "outbox.mode",
-                format!(
-                    "\"snapshot\" is not supported with leader.kind = {:?} yet (reads scoped to a member's buckets are not built); use a single-leader kind or mode = \"mark_purge\"",
-                    self.leader.kind()
-                ),
-            ));
-        }
         let l = &self.limits;
         let positive = [
             ("limits.max_in_flight_records", l.max_in_flight_records),

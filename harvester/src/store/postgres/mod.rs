@@ -246,13 +246,9 @@ impl PgStore {
         scope: Option<&BucketScope>,
     ) -> Result<Vec<Decoded>> {
         if let Some(snapshot) = &self.snapshot {
-            if scope.is_some() {
-                return Err(Error::Pipeline(
-                    "snapshot mode reads the whole table: reads scoped to buckets are not built \
-                     (the config check refuses snapshot mode with a bucket-sharing leader kind)"
-                        .into(),
-                ));
-            }
+            // A member sharing the table by bucket gets a new generation (a new reader, so a
+            // full read of its buckets) with each acquisition; a hand-over narrows the scope
+            // in place, and the reader stops returning the buckets it lost.
             let mut current = snapshot.reader.lock().await;
             if current.as_ref().is_some_and(|(l, _)| *l != leader) {
                 *current = None; // a new generation starts over with a full read
@@ -261,7 +257,7 @@ impl PgStore {
                 let sql = std::sync::Arc::clone(&snapshot.sql);
                 (leader, SnapshotReader::with_sql(sql, self.require_key))
             });
-            return reader.read(&self.pool, limit).await;
+            return reader.read_in(&self.pool, limit, scope).await;
         }
         // One mark at a time per store: the probes' order is part of the floor's argument.
         let _serial = self.marking.lock().await;

@@ -62,37 +62,49 @@ pub(crate) fn render(template: &str, values: &[(&str, String)]) -> String {
         .fold(template.to_owned(), |sql, (k, v)| sql.replace(k, v))
 }
 
+/// The bucket of a row as SQL: `key` the key column or parameter, `count` the bucket count
+/// (`bucket_native.sql` / `bucket_goharvest.sql`, comments dropped).
+fn bucket_expression(shape: Shape, key: &str, count: &str) -> String {
+    let bucket = match shape {
+        Shape::Native => include_str!("sql/bucket_native.sql"),
+        Shape::Goharvest => include_str!("sql/bucket_goharvest.sql"),
+    };
+    let code: Vec<&str> = bucket
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect();
+    render(
+        code.join(" ").trim(),
+        &[("{{key}}", key.to_owned()), ("{{count}}", count.to_owned())],
+    )
+}
+
+/// A statement's bucket scope: ` AND <the row's bucket> = ANY($<buckets>) AND $<count> = <the
+/// count recorded in the layout table>`, parameters numbered by the caller. The layout guard is
+/// an uncorrelated subquery: evaluated once per statement, and a count other than the recorded
+/// one (or none recorded) selects nothing. `{{layout}}` is left for [`render`].
+pub(crate) fn scope_clause(shape: Shape, buckets: usize, count: usize) -> String {
+    format!(
+        " AND ({}) = ANY(${buckets}::BIGINT[]) AND ${count}::BIGINT = (SELECT buckets FROM {{{{layout}}}})",
+        bucket_expression(shape, "kafka_key", &format!("${count}::BIGINT"))
+    )
+}
+
 impl Statements {
     pub fn new(table: &TableName, quarantine: &TableName, shape: Shape) -> Self {
         let p = placeholders(table, quarantine);
-        let (mark, stash, bucket) = match shape {
+        let (mark, stash) = match shape {
             Shape::Native => (
                 include_str!("sql/mark_native.sql"),
                 include_str!("sql/stash_native.sql"),
-                include_str!("sql/bucket_native.sql"),
             ),
             Shape::Goharvest => (
                 include_str!("sql/mark_goharvest.sql"),
                 include_str!("sql/stash_goharvest.sql"),
-                include_str!("sql/bucket_goharvest.sql"),
             ),
         };
-        let expression = |key: &str, count: &str| {
-            let code: Vec<&str> = bucket
-                .lines()
-                .filter(|l| !l.trim_start().starts_with("--"))
-                .collect();
-            render(
-                code.join(" ").trim(),
-                &[("{{key}}", key.to_owned()), ("{{count}}", count.to_owned())],
-            )
-        };
-        // The layout guard is an uncorrelated subquery: evaluated once per mark, and a count
-        // other than the recorded one (or none recorded) picks nothing.
-        let scope = format!(
-            " AND ({}) = ANY($4::BIGINT[]) AND $5::BIGINT = (SELECT buckets FROM {{{{layout}}}})",
-            expression("kafka_key", "$5::BIGINT")
-        );
+        let expression = |key: &str, count: &str| bucket_expression(shape, key, count);
+        let scope = scope_clause(shape, 4, 5);
         let guard = " AND $4::BIGINT = (SELECT buckets FROM {{layout}})";
         Statements {
             mark: render(&mark.replace("{{scope}}", ""), &p),

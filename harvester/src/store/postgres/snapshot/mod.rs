@@ -50,8 +50,9 @@
 
 use sqlx::PgPool;
 
-use super::statements::{placeholders, render};
-use crate::outbox::TableName;
+use super::statements::{placeholders, render, scope_clause};
+use crate::outbox::{Shape, TableName};
+use crate::store::BucketScope;
 use crate::{Error, Result};
 
 mod reader;
@@ -65,9 +66,10 @@ pub struct SnapshotSql {
     table: TableName,
     quarantine_table: TableName,
     take: String,
-    full_page: String,
-    window_ids: String,
-    by_id: String,
+    /// Each read statement for the whole table and scoped to a member's buckets.
+    full_page: Scoped,
+    window_ids: Scoped,
+    by_id: Scoped,
     delete: String,
     quarantine: String,
 }
@@ -80,9 +82,9 @@ impl SnapshotSql {
             table: table.clone(),
             quarantine_table: quarantine.clone(),
             take: include_str!("sql/take.sql").to_owned(),
-            full_page: render(include_str!("sql/full_page.sql"), &p),
-            window_ids: render(include_str!("sql/window_ids.sql"), &p),
-            by_id: render(include_str!("sql/by_id.sql"), &p),
+            full_page: Scoped::new(include_str!("sql/full_page.sql"), 4, &p),
+            window_ids: Scoped::new(include_str!("sql/window_ids.sql"), 4, &p),
+            by_id: Scoped::new(include_str!("sql/by_id.sql"), 2, &p),
             delete: render(include_str!("sql/delete.sql"), &p),
             quarantine: render(include_str!("sql/quarantine.sql"), &p),
         }
@@ -114,5 +116,45 @@ impl SnapshotSql {
             .await
             .map_err(Error::db(format!("quarantine row {id}")))?;
         Ok(moved.is_some())
+    }
+}
+
+/// A read statement in its two forms: over the whole table, and scoped to a member's buckets
+/// (the scope's parameters follow the statement's own).
+#[derive(Debug, Clone)]
+struct Scoped {
+    whole: String,
+    scoped: String,
+}
+
+impl Scoped {
+    /// `template`'s `{{scope}}` rendered empty and as the bucket scope with parameters `$first`
+    /// (the buckets) and `$first + 1` (the count).
+    fn new(template: &str, first: usize, p: &[(&str, String)]) -> Self {
+        Scoped {
+            whole: render(&template.replace("{{scope}}", ""), p),
+            scoped: render(
+                &template.replace("{{scope}}", &scope_clause(Shape::Native, first, first + 1)),
+                p,
+            ),
+        }
+    }
+
+    /// The statement for `scope`, its scope's parameters bound after `bind` added the
+    /// statement's own.
+    fn query<'q>(
+        &'q self,
+        scope: Option<&BucketScope>,
+        bind: impl FnOnce(
+            sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+        )
+            -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        match scope {
+            None => bind(sqlx::query(&self.whole)),
+            Some(s) => bind(sqlx::query(&self.scoped))
+                .bind(s.buckets.iter().map(|&b| i64::from(b)).collect::<Vec<_>>())
+                .bind(i64::from(s.count)),
+        }
     }
 }

@@ -11,6 +11,7 @@ use sqlx::{PgPool, Row};
 use super::super::decode::decode_native;
 use super::SnapshotSql;
 use crate::outbox::{Decoded, TableName};
+use crate::store::BucketScope;
 use crate::{Error, Result};
 
 /// A snapshot as Postgres prints it (`xmin:xmax:xip,...`) and its in-progress list as an
@@ -85,6 +86,19 @@ impl SnapshotReader {
     /// a snapshot). Nothing is written, and a failed call can be repeated: it returns what it
     /// would have.
     pub async fn read(&mut self, pool: &PgPool, limit: usize) -> Result<Vec<Decoded>> {
+        self.read_in(pool, limit, None).await
+    }
+
+    /// [`SnapshotReader::read`] of a member's buckets only (`scope`; None: the whole table).
+    /// The scope may narrow between reads (buckets handed over): what this reader found
+    /// earlier in a bucket no longer in scope, or was sent back from one, is not returned (its
+    /// new owner's full read finds it).
+    pub async fn read_in(
+        &mut self,
+        pool: &PgPool,
+        limit: usize,
+        scope: Option<&BucketScope>,
+    ) -> Result<Vec<Decoded>> {
         // The lowest first, never more than asked for (each row holds a permit); the rest wait
         // for the next read, before any new page.
         let again: Vec<i64> = self.again.iter().copied().take(limit).collect();
@@ -94,6 +108,7 @@ impl SnapshotReader {
                 &self.sql,
                 pool,
                 &again,
+                scope,
                 self.require_key,
                 "read rows sent back",
             )
@@ -101,7 +116,7 @@ impl SnapshotReader {
         }
         let room = limit.saturating_sub(out.len());
         if room > 0 && again.len() == self.again.len() {
-            let page = self.page(pool, room).await?;
+            let page = self.page(pool, room, scope).await?;
             out.extend(page);
         }
         for id in &again {
@@ -124,7 +139,12 @@ impl SnapshotReader {
     }
 
     /// The next page of the full read or of the current window, advancing the phase.
-    async fn page(&mut self, pool: &PgPool, limit: usize) -> Result<Vec<Decoded>> {
+    async fn page(
+        &mut self,
+        pool: &PgPool,
+        limit: usize,
+        scope: Option<&BucketScope>,
+    ) -> Result<Vec<Decoded>> {
         let sql = Arc::clone(&self.sql);
         let require_key = self.require_key;
         match &mut self.phase {
@@ -133,10 +153,9 @@ impl SnapshotReader {
                     Some(s) => (s.clone(), *after),
                     None => (take(&sql, pool).await?, 0),
                 };
-                let rows = sqlx::query(&sql.full_page)
-                    .bind(&snap.text)
-                    .bind(after)
-                    .bind(limit as i64)
+                let rows = sql
+                    .full_page
+                    .query(scope, |q| q.bind(&snap.text).bind(after).bind(limit as i64))
                     .fetch_all(pool)
                     .await
                     .map_err(Error::db("read the outbox (full read)"))?;
@@ -159,14 +178,18 @@ impl SnapshotReader {
                     // Open the window: its ids are fixed by its end, so a failed page is asked
                     // for again as it was.
                     let end = take(&sql, pool).await?;
-                    *ids = sqlx::query_scalar(&sql.window_ids)
-                        .bind(&from.xip)
-                        .bind(&from.text)
-                        .bind(&end.text)
+                    *ids = sql
+                        .window_ids
+                        .query(scope, |q| {
+                            q.bind(&from.xip).bind(&from.text).bind(&end.text)
+                        })
                         .fetch_all(pool)
                         .await
                         .map_err(Error::db("find a window's rows"))?
-                        .into();
+                        .iter()
+                        .map(|r| r.try_get::<i64, _>(0))
+                        .collect::<std::result::Result<_, _>>()
+                        .map_err(Error::db("read a window's ids"))?;
                     *to = Some(end);
                 }
                 let n = limit.min(ids.len());
@@ -174,7 +197,15 @@ impl SnapshotReader {
                 let decoded = if page.is_empty() {
                     Vec::new()
                 } else {
-                    by_id(&sql, pool, &page, require_key, "read a window's page").await?
+                    by_id(
+                        &sql,
+                        pool,
+                        &page,
+                        scope,
+                        require_key,
+                        "read a window's page",
+                    )
+                    .await?
                 };
                 ids.drain(..n);
                 if ids.is_empty() {
@@ -193,11 +224,13 @@ async fn by_id(
     sql: &SnapshotSql,
     pool: &PgPool,
     ids: &[i64],
+    scope: Option<&BucketScope>,
     require_key: bool,
     action: &str,
 ) -> Result<Vec<Decoded>> {
-    let rows = sqlx::query(&sql.by_id)
-        .bind(ids)
+    let rows = sql
+        .by_id
+        .query(scope, |q| q.bind(ids))
         .fetch_all(pool)
         .await
         .map_err(Error::db(action.to_owned()))?;
