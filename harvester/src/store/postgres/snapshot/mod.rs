@@ -40,6 +40,16 @@
 //! anything newer; the pipeline holds its key's later rows back until then, as it does for a
 //! reset in MP/R.
 //!
+//! # Sharing by bucket
+//! A member that shares the table by bucket passes its scope with each read, and every
+//! statement (the full read, a window's ids, the reads by id) selects its buckets only, with
+//! MP/R's layout guard. Each acquisition starts a new leader generation, so a new reader whose
+//! full read finds what the previous owner left; a hand-over narrows the scope in place, and
+//! what the reader found earlier in a lost bucket is no longer returned. The previous owner
+//! releases a bucket only once none of its records is in flight there (the pipeline's narrow),
+//! so a key's first record from the new owner follows its last from the old one; a row the old
+//! owner had published but not yet deleted is at worst published again.
+//!
 //! # Why no fencing column is needed
 //! Nothing is written before Kafka acknowledges a record, and what is written then is a
 //! DELETE of that record's row. A stale leader (paused, resumed after its successor took over)
