@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::backend::Backend;
 use common::reaper::{Reaper, TempFile};
 use common::World;
 use harvester::config::LeaderConfig;
@@ -170,8 +171,8 @@ fn in_flight(r: &Reaper) -> i64 {
         .unwrap_or(0)
 }
 
-async fn scale_out(kind: Kind, prefix: &str) {
-    let world = Arc::new(World::new(prefix, 4).await);
+async fn scale_out(kind: Kind, backend: Backend, prefix: &str) {
+    let world = Arc::new(World::on(backend, prefix, 4).await);
     world.migrate().await;
     if kind == Kind::NeliBuckets {
         // The embedded broker has no CreateTopics: the leader topic is made through its control.
@@ -304,11 +305,28 @@ async fn scale_out(kind: Kind, prefix: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn neli_buckets_scale_out_join_leave_kill_stop() {
-    scale_out(Kind::NeliBuckets, "scale_neli").await;
+    scale_out(Kind::NeliBuckets, Backend::Postgres, "scale_neli").await;
 }
 
 #[cfg(feature = "etcd")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rink_scale_out_join_leave_kill_stop() {
-    scale_out(Kind::Rink, "scale_rink").await;
+    scale_out(Kind::Rink, Backend::Postgres, "scale_rink").await;
+}
+
+/// The same in snapshot mode: each member reads its buckets between snapshots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neli_buckets_scale_out_join_leave_kill_stop_in_snapshot_mode() {
+    scale_out(
+        Kind::NeliBuckets,
+        Backend::PostgresSnapshot,
+        "scale_neli_snap",
+    )
+    .await;
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rink_scale_out_join_leave_kill_stop_in_snapshot_mode() {
+    scale_out(Kind::Rink, Backend::PostgresSnapshot, "scale_rink_snap").await;
 }
