@@ -25,7 +25,17 @@ use testkit::wait_for;
 
 #[tokio::test]
 async fn a_producer_whose_deliveries_all_fail_is_replaced_without_loss_or_reorder() {
-    let Some(world) = World::with_faults(Backend::Postgres, "hvstuck").await else {
+    replaced_without_loss_or_reorder(Backend::Postgres).await;
+}
+
+/// The same in snapshot mode: the fresh term's full read finds what the stuck one held.
+#[tokio::test]
+async fn a_producer_whose_deliveries_all_fail_is_replaced_in_snapshot_mode() {
+    replaced_without_loss_or_reorder(Backend::PostgresSnapshot).await;
+}
+
+async fn replaced_without_loss_or_reorder(backend: Backend) {
+    let Some(world) = World::with_faults(backend, "hvstuck").await else {
         return;
     };
     let mut config = world.config();

@@ -13,9 +13,7 @@ use std::time::Instant;
 
 use harvester::outbox::TableName;
 use serde::{Deserialize, Serialize};
-use sqlx::Row;
-use workloads::prefill::{prefill, Backlog};
-use workloads::{Db, Ledger};
+use workloads::Db;
 
 use super::Ceiling;
 use crate::run::setup::Ground;
@@ -47,20 +45,7 @@ pub async fn delete_only(
     for batch in BATCHES {
         for connections in CONNECTIONS {
             ground.truncate(&table).await?;
-            let backlog = Backlog {
-                rows,
-                keys: 1000,
-                value_bytes,
-            };
-            prefill(
-                ground.db.clone(),
-                &table,
-                "ceiling",
-                "ceiling",
-                backlog,
-                &Arc::new(Ledger::new()),
-            )
-            .await?;
+            super::fill(ground, &table, rows, value_bytes).await?;
             let point = DeleteOnly {
                 best: run(&ground.db, &table, batch, connections).await?,
                 batch,
@@ -124,33 +109,19 @@ async fn run(
 
 /// Every id of `table`, ascending.
 async fn ids(db: &Db, table: &TableName) -> Result<Vec<i64>, BenchError> {
-    let err = |e: sqlx::Error| BenchError::Run(format!("read the delete-only ceiling's ids: {e}"));
-    let rows = match db {
+    let sql = |quoted: String| format!("SELECT id FROM {quoted} ORDER BY id");
+    match db {
         Db::Postgres(pool) => {
-            let sql = format!("SELECT id FROM {} ORDER BY id", table.quoted());
-            sqlx::query(&sql)
+            sqlx::query_scalar(&sql(table.quoted()))
                 .fetch_all(pool)
                 .await
-                .map_err(err)?
-                .iter()
-                .map(|r| r.try_get::<i64, _>(0))
-                .collect::<Result<Vec<_>, _>>()
         }
         Db::MariaDb(pool) => {
-            let sql = format!(
-                "SELECT id FROM {} ORDER BY id",
-                harvester::store::mariadb::quoted(table)
-            );
-            sqlx::query(&sql)
-                .fetch_all(pool)
-                .await
-                .map_err(err)?
-                .iter()
-                .map(|r| r.try_get::<i64, _>(0))
-                .collect::<Result<Vec<_>, _>>()
+            let quoted = harvester::store::mariadb::quoted(table);
+            sqlx::query_scalar(&sql(quoted)).fetch_all(pool).await
         }
-    };
-    rows.map_err(err)
+    }
+    .map_err(|e| BenchError::Run(format!("read the delete-only ceiling's ids: {e}")))
 }
 
 /// Deletes `ids` from `table`; the rows deleted.

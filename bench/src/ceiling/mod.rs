@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use harvester::outbox::TableName;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::ClientContext;
@@ -47,6 +48,30 @@ impl Ceiling {
     }
 }
 
+/// Pre-fills `table` with `rows` rows of `value_bytes` over 1000 keys (a ceiling's backlog).
+async fn fill(
+    ground: &Ground,
+    table: &TableName,
+    rows: u64,
+    value_bytes: usize,
+) -> Result<(), BenchError> {
+    let backlog = Backlog {
+        rows,
+        keys: 1000,
+        value_bytes,
+    };
+    prefill(
+        ground.db.clone(),
+        table,
+        "ceiling",
+        "ceiling",
+        backlog,
+        &Arc::new(Ledger::new()),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Mark + purge `rows` pre-filled rows, `batch` per mark, sequentially, in a scratch table of
 /// `ground`.
 pub async fn db_mark_purge(
@@ -56,20 +81,7 @@ pub async fn db_mark_purge(
     value_bytes: usize,
 ) -> Result<Ceiling, BenchError> {
     let table = ground.scratch_table("ceiling_db").await?;
-    let backlog = Backlog {
-        rows,
-        keys: 1000,
-        value_bytes,
-    };
-    prefill(
-        ground.db.clone(),
-        &table,
-        "ceiling",
-        "ceiling",
-        backlog,
-        &Arc::new(Ledger::new()),
-    )
-    .await?;
+    fill(ground, &table, rows, value_bytes).await?;
     // The harvester's own store (its probe, floor and statements).
     let store = ground.store(&table).await?;
     let generation = uuid::Uuid::new_v4();

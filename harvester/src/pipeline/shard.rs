@@ -515,15 +515,17 @@ impl Shard {
         let started = Instant::now();
         let mut retries = 0;
         loop {
+            // One call bound in all, retries included (see `abort_call`).
+            let left = call_time_left(timeout, started);
             let producer = Arc::clone(&self.producer);
-            let call = tokio::task::spawn_blocking(move || producer.commit(timeout));
+            let call = tokio::task::spawn_blocking(move || producer.commit(left));
             let outcome = tokio::select! {
                 joined = call => joined.map_err(|e| Error::Pipeline(format!("commit task failed: {e}")))?,
                 () = hard.cancelled() => return Ok(()),
             };
             let Err(e) = outcome else { break };
             match classify_call(&e) {
-                CallFailure::Retry if retries < 3 => {
+                CallFailure::Retry if retries < 3 && started.elapsed() < timeout => {
                     retries += 1;
                     tracing::debug!(shard = self.producer.shard, "commit failed, retrying: {e}");
                 }
@@ -721,7 +723,15 @@ impl Shard {
     }
 
     /// Calls `abort_transaction` up to `tries` times (retrying what librdkafka says may be
-    /// retried); false when the producer cannot abort (fenced, fatal) or the term was cut.
+    /// retried), within one call bound in all; false when the producer cannot abort (fenced,
+    /// fatal, or still not done when the bound is spent) or the term was cut.
+    ///
+    /// One bound in all, not one per try: a producer whose epoch bump is refused again and
+    /// again (librdkafka retries it every 500 ms inside the call) times out on every try, and
+    /// four tries held the shard's records, and with them the whole pipeline's permits, for
+    /// four bounds (over 30 s in the bench) before the pipeline restarted with fresh producers.
+    /// The embedded broker does this when a new producer id collides with one it handed out
+    /// before (it draws them at random and never checks).
     async fn abort_call(&mut self, tries: usize) -> bool {
         let Some(timeout) = self.txn.as_ref().map(|t| t.settings.timeout) else {
             return true;
@@ -729,9 +739,14 @@ impl Shard {
         if let Some(txn) = self.txn.as_mut() {
             txn.take_aborted();
         }
+        let started = Instant::now();
         for _ in 0..tries {
+            if started.elapsed() >= timeout {
+                break;
+            }
+            let left = call_time_left(timeout, started);
             let producer = Arc::clone(&self.producer);
-            let call = tokio::task::spawn_blocking(move || producer.abort(timeout));
+            let call = tokio::task::spawn_blocking(move || producer.abort(left));
             let outcome = tokio::select! {
                 joined = call => joined,
                 () = self.hard.cancelled() => return false,
@@ -806,4 +821,12 @@ impl Shard {
             .in_flight_keys
             .fetch_sub(emptied as i64, Ordering::Relaxed);
     }
+}
+
+/// What is left of one transaction call's bound `timeout` since `started`, at least 100 ms (a
+/// retry gets a chance to answer).
+fn call_time_left(timeout: Duration, started: Instant) -> Duration {
+    timeout
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_millis(100))
 }
