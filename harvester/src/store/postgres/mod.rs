@@ -277,9 +277,7 @@ impl PgStore {
         let query = match (scope, part) {
             (None, _) => query,
             (Some(s), None) => query.bind(i64::from(s.count)),
-            (Some(s), Some(p)) => query
-                .bind(p.buckets.iter().map(|&b| i64::from(b)).collect::<Vec<_>>())
-                .bind(i64::from(s.count)),
+            (Some(_), Some(p)) => statements::bind_scope(query, p),
         };
         let mut rows = query
             .fetch_all(&self.pool)

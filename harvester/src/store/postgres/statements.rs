@@ -5,6 +5,7 @@
 //! bound values only, never string-built per call.
 
 use crate::outbox::{Shape, TableName};
+use crate::store::BucketScope;
 
 /// The SQL statements for one configured table, rendered once.
 #[derive(Debug, Clone)]
@@ -88,6 +89,22 @@ pub(crate) fn scope_clause(shape: Shape, buckets: usize, count: usize) -> String
         " AND ({}) = ANY(${buckets}::BIGINT[]) AND ${count}::BIGINT = (SELECT buckets FROM {{{{layout}}}})",
         bucket_expression(shape, "kafka_key", &format!("${count}::BIGINT"))
     )
+}
+
+/// A Postgres statement with its arguments bound so far.
+pub(crate) type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+/// Binds the parameters of [`scope_clause`], in its order: the scope's buckets, then the count.
+pub(crate) fn bind_scope<'q>(query: PgQuery<'q>, scope: &BucketScope) -> PgQuery<'q> {
+    query
+        .bind(
+            scope
+                .buckets
+                .iter()
+                .map(|&b| i64::from(b))
+                .collect::<Vec<_>>(),
+        )
+        .bind(i64::from(scope.count))
 }
 
 impl Statements {

@@ -60,7 +60,7 @@
 
 use sqlx::PgPool;
 
-use super::statements::{placeholders, render, scope_clause};
+use super::statements::{bind_scope, placeholders, render, scope_clause, PgQuery};
 use crate::outbox::{Shape, TableName};
 use crate::store::BucketScope;
 use crate::{Error, Result};
@@ -155,16 +155,11 @@ impl Scoped {
     fn query<'q>(
         &'q self,
         scope: Option<&BucketScope>,
-        bind: impl FnOnce(
-            sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
-        )
-            -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        bind: impl FnOnce(PgQuery<'q>) -> PgQuery<'q>,
+    ) -> PgQuery<'q> {
         match scope {
             None => bind(sqlx::query(&self.whole)),
-            Some(s) => bind(sqlx::query(&self.scoped))
-                .bind(s.buckets.iter().map(|&b| i64::from(b)).collect::<Vec<_>>())
-                .bind(i64::from(s.count)),
+            Some(s) => bind_scope(bind(sqlx::query(&self.scoped)), s),
         }
     }
 }
