@@ -315,11 +315,6 @@ async fn rink_scale_out_join_leave_kill_stop() {
 }
 
 /// The same in snapshot mode: each member reads its buckets between snapshots.
-// Ignored while a known failure is open: in a full `scripts/test.sh` (2026-11-26) the member
-// that leaves by SIGTERM exited with status 1 (every record delivered, none lost or reordered);
-// it passed when this file ran alone, and the Rink variant below passes. Run it with
-// `cargo test -p harvester --features cli --test scale_out -- --ignored`.
-#[ignore = "known failure: a graceful leave exited 1 once under load in snapshot mode (see the comment)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn neli_buckets_scale_out_join_leave_kill_stop_in_snapshot_mode() {
     scale_out(

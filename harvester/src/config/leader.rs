@@ -278,6 +278,20 @@ impl LeaderConfig {
         }
     }
 
+    /// How long a closing harvester waits for its elector or assignor to report closed: the
+    /// revoke barrier plus what leaving costs, plus 5 s of slack for a loaded machine. NELI's
+    /// leave may first wait for a rebalance in progress to finish (up to the group's session
+    /// timeout; seen to exceed a 7 s bound under the test suite's load); the other kinds
+    /// delete a key or close a session.
+    pub fn close_timeout(&self) -> Duration {
+        let slack = Duration::from_secs(5);
+        match self {
+            LeaderConfig::Neli(c) => c.resolve().close_timeout() + slack,
+            LeaderConfig::NeliBuckets(c) => c.resolve().neli.close_timeout() + slack,
+            _ => self.revoke_timeout() + slack,
+        }
+    }
+
     /// Starts the elector with the shared Kafka settings; it contends from then on. Electors
     /// that talk to a server of their own connect here, bounded, so an unreachable server is an
     /// error naming the field rather than a hang.
@@ -354,5 +368,7 @@ mod tests {
         assert_eq!(c.lease(), Duration::from_secs(2));
         assert_eq!(c.succession(), Duration::from_secs(6));
         assert_eq!(c.revoke_timeout(), Duration::from_secs(4));
+        // revoke 4 s + session 6 s + flush 1 s + slack 5 s.
+        assert_eq!(c.close_timeout(), Duration::from_secs(16));
     }
 }

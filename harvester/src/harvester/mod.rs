@@ -401,7 +401,7 @@ impl Harvester {
         outcome.and(closed)
     }
 
-    /// Waits (bounded by the revoke timeout plus 5 s) for `closed`, releasing the barrier of
+    /// Waits (bounded by the leader config's `close_timeout`) for `closed`, releasing the barrier of
     /// every revocation that arrives meanwhile: the pipeline is already stopped.
     async fn closing<E>(
         &self,
@@ -411,7 +411,7 @@ impl Harvester {
         barrier: impl Fn(E) -> Option<crate::election::Ack>,
     ) -> Result<()> {
         use futures::StreamExt;
-        let bound = self.config.leader.revoke_timeout() + Duration::from_secs(5);
+        let bound = self.config.leader.close_timeout();
         let waiting = async {
             tokio::pin!(closed);
             let mut open = true;
@@ -429,14 +429,21 @@ impl Harvester {
                 }
             }
         };
-        tokio::time::timeout(bound, waiting)
+        let started = std::time::Instant::now();
+        let outcome = tokio::time::timeout(bound, waiting)
             .await
             .unwrap_or_else(|_| {
                 Err(Error::Timeout {
                     what: format!("{who} to close"),
                     after: bound,
                 })
-            })
+            });
+        tracing::info!(
+            took_ms = started.elapsed().as_millis() as u64,
+            bound_ms = bound.as_millis() as u64,
+            "{who} closed"
+        );
+        outcome
     }
 
     fn start(

@@ -95,10 +95,16 @@ impl Reaper {
     }
 }
 
-/// Spawns the reaper binary with `args` (RUST_LOG=warn).
+/// The spawned reapers' log filter: `warn`, or `REAPER_LOG` when set (to see a member's
+/// hand-overs and closes while a test is investigated, e.g. `REAPER_LOG=info`).
+fn log_filter() -> String {
+    std::env::var("REAPER_LOG").unwrap_or_else(|_| "warn".into())
+}
+
+/// Spawns the reaper binary with `args` (its log filter from [`log_filter`]).
 pub fn spawn_raw(name: &str, args: &[&str]) -> Observed {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_reaper"));
-    cmd.args(args).env("RUST_LOG", "warn");
+    cmd.args(args).env("RUST_LOG", log_filter());
     Observed::spawn(name, cmd).unwrap()
 }
 
@@ -106,7 +112,7 @@ pub fn spawn_raw(name: &str, args: &[&str]) -> Observed {
 pub fn run_to_end(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_reaper"))
         .args(args)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", log_filter())
         .output()
         .unwrap();
     (

@@ -128,10 +128,23 @@ impl NeliConfig {
 }
 
 impl Resolved {
+    /// The group consumer's session timeout (and poll interval bound): three heartbeat
+    /// timeouts. The coordinator may take this long to finish a rebalance a leaving member
+    /// finds in progress.
+    pub fn session_timeout(&self) -> Duration {
+        self.heartbeat_timeout * 3
+    }
+
+    /// How long closing may take: the revoke barrier, a rebalance in progress finishing
+    /// (the session timeout), and the heartbeat producer's flush (1 s).
+    pub fn close_timeout(&self) -> Duration {
+        self.revoke_timeout + self.session_timeout() + Duration::from_secs(1)
+    }
+
     /// Settings NELI's consumer must have; users may not override them.
     pub fn forced_consumer(&self) -> Vec<(&'static str, String)> {
         let ms = |d: Duration| d.as_millis().to_string();
-        let session = self.heartbeat_timeout * 3;
+        let session = self.session_timeout();
         vec![
             ("group.id", self.group_id.clone()),
             ("enable.auto.commit", "false".into()),
