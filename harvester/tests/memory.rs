@@ -334,6 +334,59 @@ async fn acks_of_an_older_generation_still_purge_after_a_re_mark() {
 }
 
 #[tokio::test]
+async fn a_row_purged_while_a_re_mark_that_read_it_is_on_its_way_is_not_sent_again() {
+    let mut bed = Bed::new();
+    bed.write("k");
+    // The first purge is held: the rows acknowledged first wait for it, their keys with them.
+    let purge = bed.store.hold_next(Op::Purge);
+    let elector = MockElector::new();
+    let handle = bed.harvester(bed.config(), &elector).await;
+    let h = Arc::clone(&handle.harvester);
+    elector.acquire();
+    purge.reached().await;
+    wait_for(
+        "every row to be marked",
+        Duration::from_secs(10),
+        || async { h.stats().marked == RECORDS },
+    )
+    .await
+    .unwrap();
+    // A mark fails, so the next is a full re-mark under a fresh generation: it reads the head of
+    // the table, rows held and acknowledged included, and its answer is held on its way back.
+    bed.store.plan(Op::Mark, Fault::Fail);
+    let re_mark = bed.store.hold_next_answer(Op::Mark);
+    re_mark.reached().await;
+    // Meanwhile the purge (conditioned on both generations) deletes the rows the re-mark read,
+    // and the shards, told so, send their keys' next records, until the table is empty.
+    purge.open();
+    bed.emptied().await;
+    // Only now do the re-mark's rows reach the shards: every one published and purged already.
+    re_mark.open();
+    wait_for(
+        "the re-mark's rows to reach the shards",
+        Duration::from_secs(10),
+        || async {
+            let s = h.stats();
+            s.marked > RECORDS && s.duplicate_marks + s.published >= s.marked
+        },
+    )
+    .await
+    .unwrap();
+    let report = bed.verify().await;
+    let stats = handle.harvester.stats();
+    handle.stop().await.unwrap();
+    report.assert_correct();
+    assert_eq!((report.delivered, report.duplicates), (RECORDS, 0));
+    assert_eq!(stats.remarks, 1);
+    assert_eq!(
+        stats.duplicate_marks,
+        stats.marked - RECORDS,
+        "each row the re-mark read was finished before it arrived, and dropped"
+    );
+    assert_eq!((stats.published, stats.purged), (RECORDS, RECORDS));
+}
+
+#[tokio::test]
 async fn poison_rows_are_quarantined_while_other_keys_flow() {
     let mut bed = Bed::new();
     bed.write("k");

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::gone::MarksBegun;
 use super::route::shard_for;
 use super::{Stats, TermContext, ToPurger, ToShard};
 use crate::outbox::OutboxRecord;
@@ -20,6 +21,7 @@ use crate::Result;
 
 pub(crate) async fn run(
     ctx: Arc<TermContext>,
+    marks: MarksBegun,
     shards: Vec<mpsc::Sender<ToShard>>,
     purger: mpsc::Sender<ToPurger>,
     graceful: CancellationToken,
@@ -58,6 +60,9 @@ pub(crate) async fn run(
         let marking = ctx.marking.lock().await;
         let scope = ctx.scope.read().clone();
         let started = std::time::Instant::now();
+        // Counted before the statement begins, so a shard that sees a row finished after this
+        // count moved knows this mark may still bring it back (see `gone`).
+        let number = marks.fetch_add(1, Ordering::SeqCst) + 1;
         let mark = match &scope {
             None => ctx.store.mark(generation, n),
             Some(scope) => ctx.store.mark_scoped(generation, n, scope),
@@ -118,7 +123,7 @@ pub(crate) async fn run(
                 continue;
             }
             tokio::select! {
-                sent = shards[shard].send(ToShard::Records(batch)) => if sent.is_err() { return Ok(()) },
+                sent = shards[shard].send(ToShard::Records { mark: number, records: batch }) => if sent.is_err() { return Ok(()) },
                 () = hard.cancelled() => return Ok(()),
             }
         }

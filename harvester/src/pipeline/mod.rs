@@ -48,7 +48,8 @@
 //! order. Nothing else is re-sent and producers stay up. A fresh leader id (a full re-mark) is
 //! forced only when memory and table may disagree: a mark or reset statement whose outcome is
 //! unknown, or a pipeline restart. Rows re-marked while still held are recognised and not sent
-//! twice.
+//! twice, and so are the copies of rows finished while the re-mark that read them was on its
+//! way (see [`gone`]).
 //!
 //! ## Ports
 //! The stages reach the database only through [`crate::store::OutboxStore`] and leadership only
@@ -63,6 +64,7 @@
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 pub mod batch;
 pub(crate) mod classify;
+mod gone;
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 pub mod keys;
 mod marker;
@@ -115,8 +117,11 @@ pub(crate) enum ToPurger {
 /// a batch is answered after the batch was admitted.
 #[derive(Debug)]
 pub(crate) enum ToShard {
-    /// Marked records for the shard's keys.
-    Records(Vec<OutboxRecord>),
+    /// Marked records for the shard's keys, from the `mark`-th mark of the term (see [`gone`]).
+    Records {
+        mark: u64,
+        records: Vec<OutboxRecord>,
+    },
     /// Which keys the shard holds rows of (only among `among`, when given).
     Probe {
         among: Option<Arc<HashSet<Key>>>,
@@ -248,6 +253,7 @@ pub(crate) async fn run_term(
     hard: CancellationToken,
 ) -> Result<()> {
     let shards = producers.len();
+    let marks = gone::MarksBegun::default();
     let (purge_tx, purge_rx) = mpsc::channel(ctx.limits.purge_batch_records.max(64));
     let mut batch_txs = Vec::with_capacity(shards);
     let mut done_txs = Vec::with_capacity(shards);
@@ -257,7 +263,12 @@ pub(crate) async fn run_term(
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         batch_txs.push(batch_tx);
         done_txs.push(done_tx);
-        let shard = shard::Shard::new(Arc::clone(&ctx), producer, purge_tx.clone());
+        let shard = shard::Shard::new(
+            Arc::clone(&ctx),
+            producer,
+            purge_tx.clone(),
+            Arc::clone(&marks),
+        );
         tasks.spawn(shard.run(batch_rx, done_rx, hard.clone()));
     }
     tasks.spawn(purger::run(
@@ -276,6 +287,7 @@ pub(crate) async fn run_term(
     let narrower_stop = narrower.abort_handle();
     let marker = marker::run(
         Arc::clone(&ctx),
+        marks,
         batch_txs,
         purge_tx,
         graceful,

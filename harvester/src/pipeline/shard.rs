@@ -8,6 +8,9 @@
 //! until those rows come back from the marker, so a record of the key already on its way from an
 //! earlier mark cannot overtake them.
 //!
+//! After a re-mark, a row finished here is also remembered for as long as a mark that read it
+//! before its purge may still bring it back (see [`super::gone`]).
+//!
 //! In transactional mode (see [`super::txn`]) an acknowledgement only means the record is in the
 //! open transaction: its row is purged when the transaction commits, and a failure aborts the
 //! transaction and resets every key it touched.
@@ -21,6 +24,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::classify::{classify, Failure};
+use super::gone::{Gone, MarksBegun};
 use super::keys::{Admitted, Finished, Key, KeyQueues, State};
 use super::producer::{Report, SendError, ShardProducer};
 use super::stall::Stall;
@@ -47,6 +51,9 @@ pub(crate) struct Shard {
     txn: Option<TxnState>,
     /// The term's hard stop (set by `run`): transaction calls stop waiting on it.
     hard: CancellationToken,
+    /// Rows finished that a mark on its way may bring back, and the marks begun (see `gone`).
+    gone: Gone,
+    marks: MarksBegun,
 }
 
 /// The failure `reports` hold for row `id` sent in transaction `seq`, unless it is only
@@ -86,6 +93,7 @@ impl Shard {
         ctx: Arc<TermContext>,
         producer: Arc<ShardProducer>,
         purger: mpsc::Sender<ToPurger>,
+        marks: MarksBegun,
     ) -> Self {
         Shard {
             stall: Stall::new(ctx.limits.producer_stall_timeout),
@@ -99,6 +107,8 @@ impl Shard {
             outstanding: 0,
             queue_reported: 0,
             hard: CancellationToken::new(),
+            gone: Gone::default(),
+            marks,
         }
     }
 
@@ -146,8 +156,8 @@ impl Shard {
                     if let Err(e) = self.on_report(report).await { break Err(e); }
                 }
                 batch = batches.recv(), if draining.is_none() => match batch {
-                    Some(ToShard::Records(records)) => {
-                        if let Err(e) = self.on_batch(records).await { break Err(e); }
+                    Some(ToShard::Records { mark, records }) => {
+                        if let Err(e) = self.on_batch(mark, records).await { break Err(e); }
                     }
                     Some(ToShard::Probe { among, reply }) => {
                         let _ = reply.send(self.keys.held_keys(among.as_deref()));
@@ -204,12 +214,20 @@ impl Shard {
         result
     }
 
-    async fn on_batch(&mut self, records: Vec<OutboxRecord>) -> Result<()> {
+    async fn on_batch(&mut self, mark: u64, records: Vec<OutboxRecord>) -> Result<()> {
+        self.gone.batch_of(mark);
         let mut to_send = Vec::with_capacity(records.len());
         for record in records {
-            match self.keys.admit(record) {
+            let admitted = if self.gone.contains(record.id) {
+                // Read by a re-mark before its purge, finished here since: a stale copy.
+                Admitted::Duplicate
+            } else {
+                self.keys.admit(record)
+            };
+            match admitted {
                 Admitted::Duplicate => {
-                    // Re-marked while held (fresh leader id): already handled here.
+                    // Re-marked while held or after it finished (fresh leader id): already
+                    // handled here.
                     Stats::add(&self.ctx.stats.duplicate_marks, 1);
                     self.ctx.release(1);
                 }
@@ -458,6 +476,14 @@ impl Shard {
     }
 
     async fn on_done(&mut self, ids: Vec<i64>) -> Result<()> {
+        // Read now that the rows are gone: with one generation no mark can bring them back, and
+        // a mark numbered above `begun` began after they were gone (see `gone`).
+        let remember = self.ctx.generations.read().len() > 1;
+        let begun = if remember {
+            self.marks.load(Ordering::SeqCst)
+        } else {
+            0
+        };
         let mut next = Vec::new();
         let mut left = 0;
         let mut emptied = 0;
@@ -469,6 +495,9 @@ impl Shard {
                 Finished::NotHeld => continue,
                 Finished::KeyEmpty => emptied += 1,
                 Finished::Next(key) => next.push(key),
+            }
+            if remember {
+                self.gone.finished(id, begun);
             }
             left += 1;
         }

@@ -12,6 +12,9 @@
 //! - [`Fault::Delay`]: wait, then run;
 //! - [`Fault::Hold`]: wait at a [`Gate`] until the test opens it, so a test can act in between
 //!   (re-mark the rows as a newer leader, fence the elector) at exactly that point.
+//! - [`Fault::HoldAnswer`]: apply the change, then wait at a [`Gate`] before answering: the
+//!   statement has run and its answer is on its way (a mark that read rows which other stages
+//!   may finish before its batch reaches them).
 //!
 //! Rows can also be inserted malformed ([`MemoryStore::insert_raw`]), to test the quarantine.
 //! It is not a production store: nothing is durable, and there is one process.
@@ -67,6 +70,8 @@ pub enum Fault {
     Delay(Duration),
     /// Waits until the gate is opened, then runs normally.
     Hold(Gate),
+    /// Runs, then waits until the gate is opened before returning what it did.
+    HoldAnswer(Gate),
 }
 
 /// One row of the table, as stored (possibly malformed).
@@ -262,6 +267,13 @@ impl MemoryStore {
         gate
     }
 
+    /// Holds the answer of the next call of `op` (applied already) at a new gate and returns it.
+    pub fn hold_next_answer(&self, op: Op) -> Gate {
+        let gate = Gate::new();
+        self.plan(op, Fault::HoldAnswer(gate.clone()));
+        gate
+    }
+
     /// Calls of `op` so far (with or without a fault).
     pub fn calls(&self, op: Op) -> u64 {
         self.inner.state.lock().calls.get(&op).copied().unwrap_or(0)
@@ -295,6 +307,11 @@ impl MemoryStore {
             }
             Some(Fault::Delay(d)) => tokio::time::sleep(d).await,
             Some(Fault::Hold(gate)) => gate.hold().await,
+            Some(Fault::HoldAnswer(gate)) => {
+                let answer = apply(&mut self.inner.state.lock());
+                gate.hold().await;
+                return Ok(answer);
+            }
         }
         Ok(apply(&mut self.inner.state.lock()))
     }

@@ -130,6 +130,28 @@ async fn planned_faults_fail_lose_the_outcome_delay_or_hold() {
 }
 
 #[tokio::test]
+async fn a_held_answer_was_applied_before_it_waits() {
+    let store = MemoryStore::new();
+    store.insert(&records(2));
+    let leader = Uuid::new_v4();
+    let gate = store.hold_next_answer(Op::Mark);
+    let held = {
+        let store = store.clone();
+        tokio::spawn(async move { store.mark(leader, 10).await })
+    };
+    gate.reached().await;
+    assert!(
+        store.rows().iter().all(|r| r.leader_id == Some(leader)),
+        "the mark ran before its answer was held"
+    );
+    // While the answer waits, a row it read is deleted: the answer still has it.
+    assert_eq!(store.purge(&[1], &[leader]).await.unwrap(), 1);
+    assert!(!held.is_finished());
+    gate.open();
+    assert_eq!(ids(&held.await.unwrap().unwrap()), vec![1, 2]);
+}
+
+#[tokio::test]
 async fn wakeups_follow_inserts_or_poll() {
     let store = MemoryStore::new();
     let mut wakeups = store.wakeups().await;
