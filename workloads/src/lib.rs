@@ -32,7 +32,7 @@ pub use error::WorkloadError;
 pub use keys::KeyDist;
 pub use ledger::{Committed, Ledger};
 pub use payload::PayloadDist;
-pub use writer::{Mode, WriterConfig, WriterPool, WriterStats};
+pub use writer::{LongTransactions, Mode, WriterConfig, WriterPool, WriterStats};
 
 /// The key bytes of key index `i`.
 pub fn key_name(i: u32) -> String {

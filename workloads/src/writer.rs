@@ -53,6 +53,28 @@ pub struct WriterConfig {
     pub max_pre_commit_delay: Duration,
     /// Share of transactions rolled back (0.0-1.0). Default 0.
     pub rollback_ratio: f64,
+    /// Long transactions beside the writers (see [`LongTransactions`]). Default none.
+    pub long_transactions: Option<LongTransactions>,
+}
+
+/// Extra writers whose transactions stay open: each, on a connection and a key of its own (the
+/// keys after the distribution's), writes `rows_per_tx` rows, holds the transaction open for
+/// `hold`, commits, and begins the next at once. So one is always in progress, older than
+/// everything the other writers commit around it: the service's slow transaction a relay must
+/// neither wait for nor rescan behind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LongTransactions {
+    /// How many. Default 1.
+    #[serde(default = "one")]
+    pub writers: usize,
+    /// How long each transaction stays open before it commits.
+    #[serde(with = "humantime_serde")]
+    pub hold: Duration,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Default for WriterConfig {
@@ -65,11 +87,18 @@ impl Default for WriterConfig {
             rows_per_tx: 10,
             max_pre_commit_delay: Duration::ZERO,
             rollback_ratio: 0.0,
+            long_transactions: None,
         }
     }
 }
 
 impl WriterConfig {
+    /// Keys written: the distribution's, then one per long-transaction writer.
+    pub fn keys_written(&self) -> u32 {
+        let long = self.long_transactions.as_ref().map_or(0, |l| l.writers);
+        self.keys.keys() + long as u32
+    }
+
     pub fn validate(&self) -> Result<(), WorkloadError> {
         let mut problems = Vec::new();
         if self.writers == 0 {
@@ -84,6 +113,17 @@ impl WriterConfig {
         if let Mode::Open { rate } = self.mode {
             if !rate.is_finite() || rate <= 0.0 {
                 problems.push("mode.rate must be above 0 records/s".to_owned());
+            }
+        }
+        if let Some(l) = &self.long_transactions {
+            if l.writers == 0 {
+                problems.push("long_transactions.writers must be at least 1".to_owned());
+            }
+            if l.hold.is_zero() {
+                problems.push(
+                    "long_transactions.hold must be above 0 (e.g. \"2s\"); omit the table for none"
+                        .to_owned(),
+                );
             }
         }
         problems.extend(self.keys.validate().err());
@@ -135,7 +175,7 @@ impl WriterPool {
         ledger: Arc<Ledger>,
     ) -> Result<Self, WorkloadError> {
         config.validate()?;
-        let keys = (0..config.keys.keys()).map(|_| Mutex::new(0)).collect();
+        let keys = (0..config.keys_written()).map(|_| Mutex::new(0)).collect();
         Ok(WriterPool {
             config,
             outbox: Outbox::new(db.into(), table),
@@ -146,9 +186,10 @@ impl WriterPool {
         })
     }
 
-    /// Continues sequences after a pre-fill of `per_key` records for each key.
+    /// Continues sequences after a pre-fill of `per_key` records for each key of the
+    /// distribution (the long transactions' keys are never pre-filled).
     pub fn start_sequences_at(&self, per_key: u64) {
-        for k in self.keys.iter() {
+        for k in self.keys.iter().take(self.config.keys.keys() as usize) {
             if let Ok(mut g) = k.try_lock() {
                 *g = per_key;
             }
@@ -170,6 +211,15 @@ impl WriterPool {
             let (stop, slots, committed) =
                 (stop.clone(), Arc::clone(&slots), Arc::clone(&committed));
             tasks.spawn(async move { me.writer(start, stop, slots, committed, limit).await });
+        }
+        if let Some(long) = &self.config.long_transactions {
+            for i in 0..long.writers {
+                let me = Arc::clone(self);
+                let key = self.config.keys.keys() + i as u32;
+                let (stop, committed) = (stop.clone(), Arc::clone(&committed));
+                let hold = long.hold;
+                tasks.spawn(async move { me.long_writer(key, hold, stop, committed, limit).await });
+            }
         }
         let mut total = WriterStats::default();
         let mut first_error = None;
@@ -291,6 +341,59 @@ impl WriterPool {
                     seq,
                     committed: now,
                     intended,
+                }));
+        }
+        Ok(stats)
+    }
+
+    /// One of the [`LongTransactions`]: key `key` is its alone, so its lock never waits.
+    async fn long_writer(
+        &self,
+        key: u32,
+        hold: Duration,
+        stop: CancellationToken,
+        committed_total: Arc<AtomicU64>,
+        limit: Option<u64>,
+    ) -> Result<WriterStats, WorkloadError> {
+        let rows = self.config.rows_per_tx;
+        let mut stats = WriterStats::default();
+        while !(stop.is_cancelled()
+            || limit.is_some_and(|l| committed_total.load(Ordering::Relaxed) >= l))
+        {
+            let sizes: Vec<usize> = {
+                let mut rng = rand::thread_rng();
+                (0..rows)
+                    .map(|_| self.config.payload.sample(&mut rng))
+                    .collect()
+            };
+            let mut guard = self.keys[key as usize].lock().await;
+            let first = *guard;
+            let records: Vec<StashRecord> = sizes
+                .iter()
+                .zip(first..)
+                .map(|(size, seq)| {
+                    let mut r = StashRecord::new(&self.topic, key_name(key), vec![b'v'; *size]);
+                    for (hk, hv) in testkit::envelope::headers(&self.run, seq) {
+                        r = r.header(hk, hv);
+                    }
+                    r
+                })
+                .collect();
+            stats.transactions += 1;
+            // Committed even when stopped meanwhile: its rows are in the ledger only once
+            // committed, and a writer's last transaction always finishes.
+            self.outbox.transaction(&records, hold, true).await?;
+            let now = Instant::now();
+            *guard = first + rows as u64;
+            drop(guard);
+            stats.committed += rows as u64;
+            committed_total.fetch_add(rows as u64, Ordering::Relaxed);
+            self.ledger
+                .push_all((first..first + rows as u64).map(|seq| Committed {
+                    key,
+                    seq,
+                    committed: now,
+                    intended: None,
                 }));
         }
         Ok(stats)

@@ -13,7 +13,7 @@ use testkit::verify::ConsumeOptions;
 use testkit::{names, Broker, TestDb, Verifier};
 use tokio_util::sync::CancellationToken;
 use workloads::prefill::{prefill, Backlog};
-use workloads::{key_name, KeyDist, Ledger, Mode, WriterConfig, WriterPool};
+use workloads::{key_name, KeyDist, Ledger, LongTransactions, Mode, WriterConfig, WriterPool};
 
 #[tokio::test]
 async fn prefill_and_writers_are_harvested_exactly_as_the_ledger_says() {
@@ -73,6 +73,10 @@ async fn prefill_and_writers_are_harvested_exactly_as_the_ledger_says() {
         rows_per_tx: 3,
         max_pre_commit_delay: Duration::from_millis(5),
         rollback_ratio: 0.1,
+        long_transactions: Some(LongTransactions {
+            writers: 1,
+            hold: Duration::from_millis(200),
+        }),
         ..Default::default()
     };
     let pool = Arc::new(
@@ -98,6 +102,19 @@ async fn prefill_and_writers_are_harvested_exactly_as_the_ledger_says() {
 
     let committed = ledger.take();
     assert_eq!(committed.len() as u64, 2_000 + stats.committed);
+    // The long transactions wrote key 50 (after the distribution's 50), from sequence 0.
+    let mut long: Vec<u64> = committed
+        .iter()
+        .filter(|c| c.key == 50)
+        .map(|c| c.seq)
+        .collect();
+    long.sort_unstable();
+    assert!(
+        long.len() >= 3,
+        "long transactions committed ({})",
+        long.len()
+    );
+    assert_eq!(long, (0..long.len() as u64).collect::<Vec<_>>());
     let mut verifier = Verifier::new();
     for c in &committed {
         verifier.expect(&topic, key_name(c.key).as_bytes(), c.seq);

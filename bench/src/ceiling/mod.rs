@@ -213,6 +213,7 @@ pub async fn writers(
         mode: Mode::Closed,
         rollback_ratio: 0.0,
         max_pre_commit_delay: Duration::ZERO,
+        long_transactions: None,
         ..config.clone()
     };
     let pool_w = Arc::new(WriterPool::new(

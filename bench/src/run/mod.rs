@@ -144,7 +144,9 @@ pub async fn run(
             }
         );
     }
-    let writers_n = scenario.writers.as_ref().map_or(1, |w| w.writers as u32);
+    let writers_n = scenario.writers.as_ref().map_or(1, |w| {
+        (w.writers + w.long_transactions.as_ref().map_or(0, |l| l.writers)) as u32
+    });
     // The harvesters' `outbox.mode` (the command line's `--set` wins): snapshot mode's column is
     // migrated with the table, as a deployment would before its writers start.
     let mode = scenario

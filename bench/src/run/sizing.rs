@@ -129,7 +129,7 @@ fn shape(scenario: &Scenario, run_id: &str) -> (u32, RecordShape, u64) {
                 workloads::PayloadDist::Uniform { max, .. } => max,
             };
             // Writers' sequences stay far below a million per key in any scenario we run.
-            (w.keys.keys().max(1), value, 0, 999_999)
+            (w.keys_written().max(1), value, 0, 999_999)
         }
         (None, None) => (1, 0, 0, 0),
     };
