@@ -13,7 +13,7 @@ use std::time::Duration;
 use testkit::Broker;
 use workloads::Backend;
 
-use crate::plot::{line_chart, Series};
+use crate::plot::{line_chart, Extras, Series, Span, XAxis};
 use crate::report::{append_json, markdown, Ceilings, Provenance, RunResult};
 use crate::run::setup::Ground;
 use crate::run::Bench;
@@ -532,8 +532,10 @@ async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummar
                 &dim.path,
                 unit,
                 &series,
-                &[],
-                log,
+                &Extras {
+                    log_y: log,
+                    ..Default::default()
+                },
             );
             std::fs::write(&path, svg)
                 .map_err(BenchError::io(format!("write {}", path.display())))?;
@@ -643,11 +645,11 @@ fn write_plots(out: &Path, run_id: &str, runs: &[RunResult]) -> Result<Vec<PathB
         r.latency_ms.map(|l| Series {
             name: r.scenario.clone(),
             points: vec![
-                (1.0, l.p50),
-                (2.0, l.p90),
-                (3.0, l.p99),
-                (4.0, l.p999),
-                (5.0, l.max),
+                (0.5, l.p50),
+                (0.9, l.p90),
+                (0.99, l.p99),
+                (0.999, l.p999),
+                (1.0, l.max),
             ],
         })
     };
@@ -656,12 +658,15 @@ fn write_plots(out: &Path, run_id: &str, runs: &[RunResult]) -> Result<Vec<PathB
         write(
             format!("{run_id}-latency.svg"),
             line_chart(
-                "Commit-to-receipt latency percentiles (1=p50 2=p90 3=p99 4=p99.9 5=max)",
-                "percentile",
+                "Commit-to-receipt latency by percentile",
+                "percentile (each further nine one step to the right)",
                 "ms",
                 &latency,
-                &[],
-                true,
+                &Extras {
+                    x_axis: XAxis::Percentile,
+                    log_y: true,
+                    ..Default::default()
+                },
             ),
         )?;
     }
@@ -673,8 +678,7 @@ fn write_plots(out: &Path, run_id: &str, runs: &[RunResult]) -> Result<Vec<PathB
                 "% of the backlog delivered",
                 "records/s",
                 &series,
-                &[],
-                false,
+                &Extras::default(),
             ),
         )?;
     }
@@ -695,10 +699,27 @@ fn write_plots(out: &Path, run_id: &str, runs: &[RunResult]) -> Result<Vec<PathB
                 "seconds since harvesters started",
                 "records/s",
                 &series,
-                &r.events,
-                false,
+                &Extras {
+                    markers: r.events.clone(),
+                    spans: publish_gap(r).into_iter().collect(),
+                    ..Default::default()
+                },
             ),
         )?;
     }
     Ok(files)
+}
+
+/// A failover's publish gap on the run's timeline (seconds since the harvesters started): from
+/// the last delivery before the new leader acquired to the first after it.
+fn publish_gap(r: &RunResult) -> Option<Span> {
+    let f = r.failover?;
+    let new_leader = r.events.iter().find(|(l, _)| l == "new leader")?.1;
+    let fault = new_leader - f.fault_to_acquired_ms / 1000.0;
+    let to = fault + f.fault_to_first_publish_ms / 1000.0;
+    Some(Span {
+        label: format!("publish gap {:.2} s", f.gap_ms / 1000.0),
+        from: to - f.gap_ms / 1000.0,
+        to,
+    })
 }

@@ -21,34 +21,143 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// A line chart. `markers` are vertical lines at x with a label; `log_y` plots log10(y).
+/// How the x axis maps values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XAxis {
+    #[default]
+    Linear,
+    /// Values are quantiles (0.5, 0.99 ...) placed at log10(1 / (1 - q)), as HdrHistogram plots
+    /// them: each further "nine" gets the same width, so the tail is as readable as the median.
+    /// A value of 1.0 or more stands for the maximum and sits one step past 99.9 %.
+    Percentile,
+}
+
+/// A shaded span of x with a label (a failover's publish gap).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    pub label: String,
+    pub from: f64,
+    pub to: f64,
+}
+
+/// What a chart shows besides its series.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// Vertical dashed lines at x with a label (labels that would overlap go one row lower).
+    pub markers: Vec<(String, f64)>,
+    pub spans: Vec<Span>,
+    pub x_axis: XAxis,
+    /// Plot log10(y), with ticks at 1-2-5 steps of each decade.
+    pub log_y: bool,
+}
+
+/// The x position of quantile `q` on a [`XAxis::Percentile`] axis.
+fn percentile_x(q: f64) -> f64 {
+    if q >= 1.0 {
+        4.0
+    } else {
+        (1.0 / (1.0 - q.clamp(0.0, 0.9999))).log10()
+    }
+}
+
+/// Tick values for a linear range: steps of 1, 2 or 5 times a power of ten, about five of them.
+pub fn linear_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let span = (hi - lo).abs().max(1e-9);
+    let raw = span / 5.0;
+    let decade = 10f64.powf(raw.log10().floor());
+    let mantissa = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .find(|m| m * decade >= raw)
+        .unwrap_or(10.0);
+    let step = mantissa * decade;
+    // k x mantissa, scaled by the decade with a division when it is below one, so 0.6 comes out
+    // as 0.6 and not 0.6000000000000001.
+    let value = |k: f64| {
+        if decade >= 1.0 {
+            k * mantissa * decade
+        } else {
+            k * mantissa / (1.0 / decade).round()
+        }
+    };
+    let (first, last) = ((lo / step - 1e-9).ceil(), (hi / step + 1e-9).floor());
+    let mut ticks = Vec::new();
+    let mut k = first;
+    while k <= last {
+        // + 0.0 turns -0.0 into 0.0.
+        ticks.push(value(k) + 0.0);
+        k += 1.0;
+    }
+    ticks
+}
+
+/// Tick values for a log range given as log10 bounds: 1, 2 and 5 of each decade, or only the
+/// decades when that would crowd the axis.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let mut ticks = Vec::new();
+    let decades = (hi - lo).max(0.0);
+    let steps: &[f64] = if decades > 4.0 {
+        &[1.0]
+    } else {
+        &[1.0, 2.0, 5.0]
+    };
+    let mut d = lo.floor() as i32;
+    while f64::from(d) <= hi.ceil() {
+        for m in steps {
+            let v = m * 10f64.powi(d);
+            let l = v.log10();
+            if l >= lo - 1e-9 && l <= hi + 1e-9 {
+                ticks.push(v);
+            }
+        }
+        d += 1;
+    }
+    ticks
+}
+
+/// A line chart (see [`Extras`]).
 pub fn line_chart(
     title: &str,
     x_label: &str,
     y_label: &str,
     series: &[Series],
-    markers: &[(String, f64)],
-    log_y: bool,
+    extras: &Extras,
 ) -> String {
     let (w, h, left, right, top, bottom) = (900.0, 420.0, 70.0, 190.0, 40.0, 50.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
+    let log_y = extras.log_y;
+    let tx = |x: f64| match extras.x_axis {
+        XAxis::Linear => x,
+        XAxis::Percentile => percentile_x(x),
+    };
     let ty = |y: f64| if log_y { y.max(1e-3).log10() } else { y };
     let pts = series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for (x, y) in pts {
-        x0 = x0.min(*x);
-        x1 = x1.max(*x);
+        x0 = x0.min(tx(*x));
+        x1 = x1.max(tx(*x));
         y0 = y0.min(ty(*y));
         y1 = y1.max(ty(*y));
     }
-    for (_, x) in markers {
-        x0 = x0.min(*x);
-        x1 = x1.max(*x);
+    for x in extras
+        .markers
+        .iter()
+        .map(|(_, x)| *x)
+        .chain(extras.spans.iter().flat_map(|s| [s.from, s.to]))
+    {
+        x0 = x0.min(tx(x));
+        x1 = x1.max(tx(x));
     }
     if x0 > x1 {
         (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
     }
-    if !log_y {
+    if extras.x_axis == XAxis::Percentile {
+        x0 = x0.min(percentile_x(0.5));
+    }
+    if log_y {
+        // Whole 1-2-5 steps around the data.
+        y0 = y0.min(y1 - 1.0).floor();
+        y1 = y1.ceil();
+    } else {
         y0 = y0.min(0.0);
     }
     if (x1 - x0).abs() < 1e-9 {
@@ -57,7 +166,14 @@ pub fn line_chart(
     if (y1 - y0).abs() < 1e-9 {
         y1 = y0 + 1.0;
     }
-    let sx = |x: f64| left + (x - x0) / (x1 - x0) * pw;
+    if !log_y {
+        // Round the top up to a tick.
+        let step = linear_ticks(y0, y1).windows(2).map(|w| w[1] - w[0]).next();
+        if let Some(step) = step {
+            y1 = (y1 / step).ceil() * step;
+        }
+    }
+    let sx = |x: f64| left + (tx(x) - x0) / (x1 - x0) * pw;
     let sy = |y: f64| top + ph - (ty(y) - y0) / (y1 - y0) * ph;
     let mut s = String::new();
     let _ = writeln!(
@@ -71,34 +187,73 @@ pub fn line_chart(
         left + pw / 2.0,
         esc(title)
     );
+    for span in &extras.spans {
+        let (a, b) = (sx(span.from), sx(span.to));
+        let _ = writeln!(
+            s,
+            r##"<rect x="{a:.1}" y="{top}" width="{:.1}" height="{ph}" fill="#f4b6b6" fill-opacity="0.5"/>"##,
+            (b - a).max(1.0)
+        );
+    }
     let _ = writeln!(
         s,
         r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>"##
     );
-    for i in 0..=5 {
-        let f = f64::from(i) / 5.0;
-        let yv = y0 + f * (y1 - y0);
-        let label = if log_y { 10f64.powf(yv) } else { yv };
-        let y = top + ph - f * ph;
+    // y ticks.
+    let y_ticks: Vec<(f64, String)> = if log_y {
+        log_ticks(y0, y1)
+            .into_iter()
+            .map(|v| (v.log10(), fmt_num(v)))
+            .collect()
+    } else {
+        linear_ticks(y0, y1)
+            .into_iter()
+            .map(|v| (v, fmt_num(v)))
+            .collect()
+    };
+    for (yv, label) in y_ticks {
+        let y = top + ph - (yv - y0) / (y1 - y0) * ph;
         let _ = writeln!(
             s,
-            r##"<line x1="{left}" x2="{}" y1="{y}" y2="{y}" stroke="#ddd"/>"##,
+            r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/>"##,
             left + pw
         );
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{label}</text>"#,
             left - 6.0,
             y + 4.0,
-            fmt_num(label)
         );
-        let xv = x0 + f * (x1 - x0);
-        let x = left + f * pw;
+    }
+    // x ticks.
+    let x_ticks: Vec<(f64, String)> = match extras.x_axis {
+        XAxis::Linear => linear_ticks(x0, x1)
+            .into_iter()
+            .map(|v| (v, fmt_num(v)))
+            .collect(),
+        XAxis::Percentile => [
+            (0.5, "50%"),
+            (0.9, "90%"),
+            (0.99, "99%"),
+            (0.999, "99.9%"),
+            (1.0, "max"),
+        ]
+        .iter()
+        .map(|(q, l)| (percentile_x(*q), (*l).to_owned()))
+        .filter(|(x, _)| *x >= x0 - 1e-9 && *x <= x1 + 1e-9)
+        .collect(),
+    };
+    for (xv, label) in x_ticks {
+        let x = left + (xv - x0) / (x1 - x0) * pw;
         let _ = writeln!(
             s,
-            r#"<text x="{x}" y="{}" text-anchor="middle">{}</text>"#,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{top}" y2="{}" stroke="#eee"/>"##,
+            top + ph
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{x:.1}" y="{}" text-anchor="middle">{label}</text>"#,
             top + ph + 16.0,
-            fmt_num(xv)
         );
     }
     let _ = writeln!(
@@ -116,19 +271,48 @@ pub fn line_chart(
         esc(y_label),
         if log_y { " (log)" } else { "" }
     );
-    for (label, x) in markers {
+    // Marker labels: each in the first row where it does not overlap the row's last label
+    // (about 6 px per character at this size).
+    let mut rows: Vec<f64> = Vec::new();
+    let mut markers = extras.markers.clone();
+    markers.sort_by(|a, b| a.1.total_cmp(&b.1));
+    for (label, x) in &markers {
         let px = sx(*x);
+        let width = 6.0 * label.chars().count() as f64 + 6.0;
+        let row = match rows.iter().position(|end| *end <= px) {
+            Some(r) => r,
+            None => {
+                rows.push(f64::MIN);
+                rows.len() - 1
+            }
+        };
+        rows[row] = px + width;
         let _ = writeln!(
             s,
-            r##"<line x1="{px}" x2="{px}" y1="{top}" y2="{}" stroke="#999" stroke-dasharray="4 3"/>"##,
+            r##"<line x1="{px:.1}" x2="{px:.1}" y1="{top}" y2="{}" stroke="#999" stroke-dasharray="4 3"/>"##,
             top + ph
         );
+        // A label that would run past the plot's right edge ends at its line instead.
+        let (lx, anchor) = if px + width > left + pw {
+            (px - 3.0, "end")
+        } else {
+            (px + 3.0, "start")
+        };
         let _ = writeln!(
             s,
-            r##"<text x="{}" y="{}" fill="#555" font-size="10">{}</text>"##,
-            px + 3.0,
-            top + 12.0,
+            r##"<text x="{lx:.1}" y="{}" fill="#555" font-size="10" text-anchor="{anchor}">{}</text>"##,
+            top + 12.0 + 12.0 * row as f64,
             esc(label)
+        );
+    }
+    // Span labels go below the marker labels' rows.
+    for span in &extras.spans {
+        let _ = writeln!(
+            s,
+            r##"<text x="{:.1}" y="{}" fill="#a33" font-size="10" text-anchor="middle">{}</text>"##,
+            (sx(span.from) + sx(span.to)) / 2.0,
+            top + 12.0 + 12.0 * rows.len() as f64,
+            esc(&span.label)
         );
     }
     for (i, series) in series.iter().enumerate() {
@@ -199,10 +383,93 @@ mod tests {
                 name: "a<b".into(),
                 points: vec![(0.0, 1.0), (1.0, 10.0)],
             }],
-            &[("kill".into(), 0.5)],
-            true,
+            &Extras {
+                markers: vec![("kill".into(), 0.5)],
+                log_y: true,
+                ..Default::default()
+            },
         );
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("polyline") && svg.contains("kill") && svg.contains("a&lt;b"));
+    }
+
+    #[test]
+    fn ticks_go_in_steps_of_one_two_or_five() {
+        assert_eq!(
+            linear_ticks(0.0, 8219.0),
+            vec![0.0, 2000.0, 4000.0, 6000.0, 8000.0]
+        );
+        assert_eq!(linear_ticks(0.0, 1.0), vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0]);
+        assert_eq!(linear_ticks(0.0, 27.0), vec![0.0, 10.0, 20.0]);
+        assert_eq!(linear_ticks(0.0, 22.0), vec![0.0, 5.0, 10.0, 15.0, 20.0]);
+        assert_eq!(
+            log_ticks(0.0, 2.0),
+            vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
+        );
+        assert_eq!(
+            log_ticks(-1.0, 5.0),
+            vec![0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0]
+        );
+    }
+
+    #[test]
+    fn percentiles_sit_one_nine_apart_and_are_labelled() {
+        assert!((percentile_x(0.9) - 1.0).abs() < 1e-9);
+        assert!((percentile_x(0.999) - 3.0).abs() < 1e-9);
+        let svg = line_chart(
+            "latency",
+            "percentile",
+            "ms",
+            &[Series {
+                name: "s".into(),
+                points: vec![
+                    (0.5, 3.0),
+                    (0.9, 5.0),
+                    (0.99, 20.0),
+                    (0.999, 80.0),
+                    (1.0, 120.0),
+                ],
+            }],
+            &Extras {
+                x_axis: XAxis::Percentile,
+                log_y: true,
+                ..Default::default()
+            },
+        );
+        for label in [
+            ">50%<", ">90%<", ">99%<", ">99.9%<", ">max<", ">1<", ">2<", ">5<", ">100<",
+        ] {
+            assert!(svg.contains(label), "{label} missing");
+        }
+    }
+
+    #[test]
+    fn close_marker_labels_go_to_separate_rows_and_spans_are_shaded() {
+        let svg = line_chart(
+            "t",
+            "s",
+            "r",
+            &[Series {
+                name: "a".into(),
+                points: vec![(0.0, 1.0), (10.0, 2.0)],
+            }],
+            &Extras {
+                markers: vec![("kill leader".into(), 5.0), ("new leader".into(), 5.1)],
+                spans: vec![Span {
+                    label: "gap 0.1 s".into(),
+                    from: 5.0,
+                    to: 5.1,
+                }],
+                ..Default::default()
+            },
+        );
+        let y_of = |label: &str| {
+            let at = svg.find(&format!(">{label}<")).unwrap();
+            let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+            let y = tag.split("y=\"").nth(1).unwrap().split('"').next().unwrap();
+            y.parse::<f64>().unwrap()
+        };
+        assert!(y_of("kill leader") != y_of("new leader"));
+        assert!(svg.contains("#f4b6b6") && svg.contains("gap 0.1 s"));
     }
 }
