@@ -259,7 +259,7 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     }
     let batch = effective_mark_batch(&bench);
     let ceilings = if o.ceilings {
-        measure_ceilings(&bench, o.scale, batch).await?
+        measure_ceilings(&bench, o.scale).await?
     } else {
         Ceilings {
             batch,
@@ -578,7 +578,7 @@ fn effective_mark_batch(bench: &Bench) -> usize {
         .unwrap_or_else(|| harvester::config::Limits::default().mark_query_records)
 }
 
-async fn measure_ceilings(bench: &Bench, scale: f64, batch: usize) -> Result<Ceilings, BenchError> {
+async fn measure_ceilings(bench: &Bench, scale: f64) -> Result<Ceilings, BenchError> {
     let ground = Ground::new(
         &bench.database_url,
         &bench.broker,
@@ -592,10 +592,10 @@ async fn measure_ceilings(bench: &Bench, scale: f64, batch: usize) -> Result<Cei
         Backend::Postgres => String::new(),
         other => format!(", {}", other.name()),
     };
-    eprintln!("== ceilings: DB-only mark+purge of {rows} rows (batch {batch}{on})");
+    eprintln!("== ceilings: DB-only mark+purge of {rows} rows, concurrently (best of mark batch {:?}{on})", crate::ceiling::MARK_BATCHES);
     let outcome = async {
-        let db = crate::ceiling::db_mark_purge(&ground, rows, batch, 200).await?;
-        eprintln!("   {:.0} rows/s", db.per_second);
+        let (db, batch) = crate::ceiling::db_mark_purge(&ground, rows, 200).await?;
+        eprintln!("   {:.0} rows/s (batch {batch})", db.per_second);
         eprintln!("== ceilings: DB-only batched DELETE alone of {rows} rows (best of batch x connections)");
         let delete_only = crate::ceiling::delete_only::delete_only(&ground, rows, 200).await?;
         eprintln!(

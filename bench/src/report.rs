@@ -192,6 +192,8 @@ pub struct Ceilings {
     pub delete_only: Option<DeleteOnly>,
     pub producer: Option<Ceiling>,
     pub writers: Option<Ceiling>,
+    /// The mark batch of the DB-only ceiling's best point (the harvesters' effective mark
+    /// batch when the ceilings were not measured).
     pub batch: usize,
 }
 
@@ -394,7 +396,11 @@ pub fn markdown(
     };
     row(
         &mut s,
-        &format!("DB-only mark+purge ({store}batch {})", ceilings.batch),
+        &format!(
+            "DB-only mark+purge, concurrently ({store}best of mark batch {}: {})",
+            join(&crate::ceiling::MARK_BATCHES),
+            ceilings.batch
+        ),
         ceilings.db_mark_purge,
     );
     if let Some(d) = ceilings.delete_only {
@@ -715,7 +721,10 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("autovacuum="), "no Postgres lines: {md}");
-        assert!(md.contains("| DB-only mark+purge (MariaDB store, batch 100) | 100 | 100 |"));
+        assert!(
+            md.contains("| DB-only mark+purge, concurrently (MariaDB store, best of mark batch 100/500/1000: 100) | 100 | 100 |"),
+            "{md}"
+        );
         assert!(
             md.contains("| DB-only batched DELETE alone (MariaDB store, best of 100/1000 ids x 1/2 connections: 1000 x 2) | 100 | 400 |"),
             "{md}"

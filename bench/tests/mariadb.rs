@@ -64,7 +64,7 @@ async fn scenarios_run_verified_on_mariadb_against_its_own_ceilings() {
     let md = &summary.markdown;
     assert!(md.contains("- mariadb ") && md.contains("innodb_flush_log_at_trx_commit="));
     assert!(
-        md.contains("DB-only mark+purge (MariaDB store, batch"),
+        md.contains("DB-only mark+purge, concurrently (MariaDB store, best of mark batch"),
         "{md}"
     );
     assert!(
