@@ -57,6 +57,19 @@ async fn publishes_a_separate_writers_rows_and_reports_them(backend: Backend) {
     assert_eq!(metric(&text, "harvester_leader"), Some(1.0));
     assert_eq!(metric(&text, "harvester_backlog_records"), Some(0.0));
     assert!(metric(&text, "harvester_publish_duration_seconds_count").unwrap() >= 600.0);
+    // Every record went through each stage once (at least: a re-mark may take a row again).
+    for stage in [
+        "harvester_commit_to_marked_seconds",
+        "harvester_marked_to_sent_seconds",
+        "harvester_acked_to_purged_seconds",
+    ] {
+        let count = metric(&text, &format!("{stage}_count")).unwrap();
+        let sum = metric(&text, &format!("{stage}_sum")).unwrap();
+        assert!(
+            count >= 600.0 && sum > 0.0,
+            "{stage}: {count} observations, sum {sum}"
+        );
+    }
     reaper.proc.signal(Signal::Term).unwrap();
     let exit = reaper
         .proc

@@ -47,6 +47,11 @@ pub const PURGE_SECONDS: &str = "harvester_purge_duration_seconds";
 pub const PURGE_BATCH: &str = "harvester_purge_batch_records";
 pub const PUBLISH_SECONDS: &str = "harvester_publish_duration_seconds";
 pub const COMMIT_TO_ACK_SECONDS: &str = "harvester_commit_to_ack_seconds";
+// A record's way through the pipeline, stage by stage: commit -> marked -> sent (then
+// PUBLISH_SECONDS: sent -> acknowledged) and acknowledged -> purged.
+pub const COMMIT_TO_MARKED_SECONDS: &str = "harvester_commit_to_marked_seconds";
+pub const MARKED_TO_SENT_SECONDS: &str = "harvester_marked_to_sent_seconds";
+pub const ACKED_TO_PURGED_SECONDS: &str = "harvester_acked_to_purged_seconds";
 pub const TXN_RECORDS: &str = "harvester_transaction_records";
 pub const TXN_COMMIT_SECONDS: &str = "harvester_transaction_commit_seconds";
 
@@ -88,6 +93,9 @@ pub const ALL: &[&str] = &[
     PURGE_BATCH,
     PUBLISH_SECONDS,
     COMMIT_TO_ACK_SECONDS,
+    COMMIT_TO_MARKED_SECONDS,
+    MARKED_TO_SENT_SECONDS,
+    ACKED_TO_PURGED_SECONDS,
     TXN_RECORDS,
     TXN_COMMIT_SECONDS,
 ];

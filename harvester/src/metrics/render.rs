@@ -228,6 +228,21 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
         &s.commit_to_ack_seconds.0,
     );
     e.histogram(
+        n::COMMIT_TO_MARKED_SECONDS,
+        "Stage 1: from the row's create_time (the database's clock) to a producer shard taking it from a mark.",
+        &s.commit_to_marked_seconds.0,
+    );
+    e.histogram(
+        n::MARKED_TO_SENT_SECONDS,
+        "Stage 2: from a shard taking a marked row to handing it to the producer (waiting behind earlier records of its key included).",
+        &s.marked_to_sent_seconds.0,
+    );
+    e.histogram(
+        n::ACKED_TO_PURGED_SECONDS,
+        "Stage 4 (after harvester_publish_duration_seconds, stage 3): from Kafka's acknowledgement to the row's delete.",
+        &s.acked_to_purged_seconds.0,
+    );
+    e.histogram(
         n::TXN_RECORDS,
         "Records per committed transaction.",
         &s.txn_records.0,

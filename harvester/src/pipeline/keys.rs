@@ -36,6 +36,8 @@ pub enum State {
 pub struct Held {
     pub record: OutboxRecord,
     pub state: State,
+    /// When the shard took the record from a mark (for the marked -> sent stage).
+    pub marked_at: Instant,
     /// When the record was handed to the producer (for the publish latency).
     pub sent_at: Option<Instant>,
 }
@@ -180,6 +182,7 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
             Held {
                 record,
                 state: State::Queued,
+                marked_at: Instant::now(),
                 sent_at: None,
             },
         );

@@ -102,7 +102,12 @@ pub(crate) use txn::Transactions;
 #[derive(Debug)]
 pub(crate) enum ToPurger {
     /// Kafka acknowledged the row: delete it, then tell the shard.
-    Acked { shard: usize, id: i64 },
+    Acked {
+        shard: usize,
+        id: i64,
+        /// When the acknowledgement came (for the acknowledged -> purged stage).
+        at: std::time::Instant,
+    },
     /// Reset these rows for re-marking (already dropped from the shard's memory).
     Reset { ids: Vec<i64> },
     /// Move the row to the quarantine; tell the shard (if any) when done.

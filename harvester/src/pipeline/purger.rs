@@ -31,10 +31,15 @@ pub(crate) async fn run(
         };
         let Some(first) = first else { return Ok(()) };
         let mut batch = PurgeBatch::new();
+        // When each acknowledgement came, for the acknowledged -> purged stage.
+        let mut acked_at = Vec::new();
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
-                ToPurger::Acked { shard, id } => batch.ack(shard, id),
+                ToPurger::Acked { shard, id, at } => {
+                    batch.ack(shard, id);
+                    acked_at.push(at);
+                }
                 ToPurger::Reset { ids } => batch.reset(ids),
                 ToPurger::Quarantine { shard, id, reason } => {
                     batch.quarantine(Quarantine { shard, id, reason })
@@ -62,6 +67,13 @@ pub(crate) async fn run(
             if !retry_until_done(&ctx, &hard, "purge acknowledged rows", || purge(&ctx, &ids)).await
             {
                 return Ok(());
+            }
+            let now = std::time::Instant::now();
+            for at in acked_at {
+                ctx.stats
+                    .acked_to_purged_seconds
+                    .0
+                    .observe_duration(now - at);
             }
             for (shard, ids) in batch.acks_by_shard(shards.len()) {
                 let _ = shards[shard].send(Done { ids });

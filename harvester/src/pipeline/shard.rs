@@ -78,11 +78,12 @@ fn own_failure(
 /// Records the time from a row's `create_time` to its acknowledgement (in transactional mode,
 /// to its transaction's commit).
 fn observe_commit_to_ack(stats: &Stats, created: chrono::DateTime<chrono::Utc>) {
-    let age = chrono::Utc::now() - created;
-    stats
-        .commit_to_ack_seconds
-        .0
-        .observe(age.num_microseconds().unwrap_or(0) as f64 / 1e6);
+    observe_seconds(&stats.commit_to_ack_seconds.0, chrono::Utc::now() - created);
+}
+
+/// Records a span between the database's clock (a row's `create_time`) and ours.
+fn observe_seconds(h: &crate::stats::histogram::Histogram, age: chrono::TimeDelta) {
+    h.observe(age.num_microseconds().unwrap_or(0) as f64 / 1e6);
 }
 
 /// How long a blocked key waits for its reset rows before a full re-mark is forced.
@@ -217,7 +218,9 @@ impl Shard {
     async fn on_batch(&mut self, mark: u64, records: Vec<OutboxRecord>) -> Result<()> {
         self.gone.batch_of(mark);
         let mut to_send = Vec::with_capacity(records.len());
+        let now = chrono::Utc::now();
         for record in records {
+            let created = record.create_time;
             let admitted = if self.gone.contains(record.id) {
                 // Read by a re-mark before its purge, finished here since: a stale copy.
                 Admitted::Duplicate
@@ -232,6 +235,7 @@ impl Shard {
                     self.ctx.release(1);
                 }
                 Admitted::Queued { key, new_key } => {
+                    observe_seconds(&self.ctx.stats.commit_to_marked_seconds.0, now - created);
                     if new_key {
                         self.ctx
                             .stats
@@ -281,7 +285,13 @@ impl Shard {
             match self.producer.send(self.ctx.epoch, txn_seq, &front.record) {
                 Ok(()) => {
                     front.state = State::Sent;
-                    front.sent_at = Some(Instant::now());
+                    let now = Instant::now();
+                    self.ctx
+                        .stats
+                        .marked_to_sent_seconds
+                        .0
+                        .observe_duration(now - front.marked_at);
+                    front.sent_at = Some(now);
                     self.outstanding += 1;
                     let id = front.record.id;
                     if let Some(txn) = self.txn.as_mut() {
@@ -346,6 +356,7 @@ impl Shard {
                 let msg = ToPurger::Acked {
                     shard: self.producer.shard,
                     id: report.tag.id,
+                    at: Instant::now(),
                 };
                 self.purger
                     .send(msg)
@@ -625,6 +636,7 @@ impl Shard {
             let msg = ToPurger::Acked {
                 shard: self.producer.shard,
                 id,
+                at: Instant::now(),
             };
             self.purger
                 .send(msg)

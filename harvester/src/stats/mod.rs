@@ -78,6 +78,12 @@ pub struct Stats {
     pub publish_seconds: Seconds,
     /// From the row's `create_time` to its acknowledgement (includes time waiting in the table).
     pub commit_to_ack_seconds: Seconds,
+    /// The stages of that time, one after another (see `metrics::names`): from the row's
+    /// `create_time` to a shard taking it from a mark, from there to the producer, and from its
+    /// acknowledgement to its purge (the producer's part is `publish_seconds`).
+    pub commit_to_marked_seconds: Seconds,
+    pub marked_to_sent_seconds: Seconds,
+    pub acked_to_purged_seconds: Seconds,
 }
 
 /// A copy of [`Stats`] at one instant.
