@@ -45,6 +45,7 @@ pub mod rolling;
 pub mod run;
 pub mod scenario;
 pub mod session;
+pub mod stages;
 pub mod tune;
 
 pub use error::BenchError;

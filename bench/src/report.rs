@@ -181,6 +181,9 @@ pub struct RunResult {
     /// A rolling restart's steps: buckets moved and their stalls (`crate::rolling`).
     #[serde(default)]
     pub rolling: Option<crate::rolling::RollingRestart>,
+    /// Where the harvesters' time went, stage by stage (`crate::stages`).
+    #[serde(default)]
+    pub stages: Option<Vec<crate::stages::Stage>>,
 }
 
 /// The same-run ceilings.
@@ -520,6 +523,9 @@ pub fn markdown(
         let _ = writeln!(s, "  - {}", cpu_line(&r.cpu));
         if let Some(w) = &r.db_work {
             let _ = writeln!(s, "  - {}", w.describe());
+        }
+        if let Some(stages) = &r.stages {
+            let _ = writeln!(s, "  - {}", crate::stages::describe(stages));
         }
         let evicting: Vec<String> = r
             .log

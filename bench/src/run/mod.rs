@@ -548,6 +548,8 @@ async fn run_on(
         .enumerate()
         .flat_map(|(i, m)| m.acquired().into_iter().map(move |a| (i, a)))
         .collect();
+    let addrs: Vec<_> = fleet.members.iter().map(|m| m.http).collect();
+    let stages = tokio::task::block_in_place(|| crate::stages::scrape(&addrs));
     tokio::task::block_in_place(|| fleet.stop());
     let harvester_acks: u64 = fleet
         .members
@@ -789,6 +791,7 @@ async fn run_on(
             .map(|(l, at)| (l, at.saturating_duration_since(t0).as_secs_f64()))
             .collect(),
         rolling: rolled,
+        stages,
     })
 }
 
