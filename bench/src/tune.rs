@@ -175,6 +175,47 @@ pub struct Recommendation {
     pub why: String,
 }
 
+/// The library's default for a swept setting, as the sweep spells values (librdkafka's own for
+/// the producers' linger, which the harvester leaves alone), if it knows the setting.
+pub fn default_value(path: &str) -> Option<String> {
+    let limits = harvester::config::Limits::default();
+    Some(match path {
+        "limits.max_in_flight_records" => limits.max_in_flight_records.to_string(),
+        "limits.send_concurrency" => limits.send_concurrency.to_string(),
+        "limits.mark_query_records" => limits.mark_query_records.to_string(),
+        "limits.max_in_flight_per_key" => limits.max_in_flight_per_key.to_string(),
+        "limits.purge_batch_records" => limits.purge_batch_records.to_string(),
+        "producer_kafka.linger.ms" => "5".to_owned(),
+        _ => return None,
+    })
+}
+
+/// How far the default is from the knee, when the sweep measured the default's value.
+fn against_default(mine: &[&Point], knee: &Point) -> String {
+    let Some(default) = default_value(&knee.path) else {
+        return String::new();
+    };
+    let Some(d) = mine.iter().find(|p| p.value == default) else {
+        return format!("; the default ({default}) was not among the values swept");
+    };
+    if d.value == knee.value {
+        return "; that is the default".to_owned();
+    }
+    let p99 = d
+        .p99_ms
+        .map_or(String::new(), |l| format!(", p99 {l:.0} ms"));
+    format!(
+        "; the default ({default}) delivered {:.0} rec/s{p99}{}: {:.2} of the knee's throughput",
+        d.delivered_per_s,
+        if d.passed {
+            ""
+        } else {
+            " and failed verification"
+        },
+        d.delivered_per_s / knee.delivered_per_s.max(1e-9)
+    )
+}
+
 /// The knee of each dimension's points under `budget_ms`.
 pub fn recommend(points: &[Point], budget_ms: f64) -> Vec<Recommendation> {
     let mut paths: Vec<&str> = points.iter().map(|p| p.path.as_str()).collect();
@@ -214,13 +255,15 @@ pub fn recommend(points: &[Point], budget_ms: f64) -> Vec<Recommendation> {
                 path: path.to_owned(),
                 value: Some(knee.value.clone()),
                 why: format!(
-                    "{}={} delivered {:.0} rec/s at p99 {:.0} ms: within 5% of the best throughput ({best_rate:.0} rec/s) among the {} of {} values with p99 <= {budget_ms:.0} ms, and the lowest p99 of those",
+                    "{}={} delivered {:.0} rec/s{}: within 5% of the best throughput ({best_rate:.0} rec/s) among the {} of {} values with p99 <= {budget_ms:.0} ms, and the lowest p99 of those{}",
                     knee.path,
                     knee.value,
                     knee.delivered_per_s,
-                    knee.p99_ms.unwrap_or(0.0),
+                    // A drain has no commit-to-receipt latency.
+                    knee.p99_ms.map_or(String::new(), |l| format!(" at p99 {l:.0} ms")),
                     within.len(),
-                    mine.len()
+                    mine.len(),
+                    against_default(&mine, knee)
                 ),
             }
         })
@@ -272,6 +315,37 @@ mod tests {
             cpu_seconds_per_million: None,
             run: RunResult::default(),
         }
+    }
+
+    #[test]
+    fn the_recommendation_says_how_far_the_default_is_from_the_knee() {
+        let at = |value: &str, rate: f64| Point {
+            path: "limits.max_in_flight_records".into(),
+            ..p(value, rate, 100.0)
+        };
+        let points = [at("100", 1000.0), at("1000", 3000.0), at("10000", 4000.0)];
+        let r = &recommend(&points, 500.0)[0];
+        assert_eq!(r.value.as_deref(), Some("10000"));
+        assert!(
+            r.why.contains("the default (1000) delivered 3000 rec/s, p99 100 ms: 0.75 of the knee's throughput"),
+            "{}",
+            r.why
+        );
+        let at_default = recommend(&points[..2], 500.0);
+        assert!(
+            at_default[0].why.ends_with("that is the default"),
+            "{}",
+            at_default[0].why
+        );
+        let unswept = recommend(&[at("100", 1000.0)], 500.0);
+        assert!(unswept[0]
+            .why
+            .contains("the default (1000) was not among the values swept"));
+        assert_eq!(
+            default_value("producer_kafka.linger.ms").as_deref(),
+            Some("5")
+        );
+        assert_eq!(default_value("unknown.path"), None);
     }
 
     #[test]
