@@ -314,11 +314,7 @@ impl WriterPool {
             let mut written = Vec::with_capacity(rows);
             for (k, size) in picks.iter().zip(&sizes) {
                 let seq = next.get_mut(k).expect("locked");
-                let mut r = StashRecord::new(&self.topic, key_name(*k), vec![b'v'; *size]);
-                for (hk, hv) in testkit::envelope::headers(&self.run, *seq) {
-                    r = r.header(hk, hv);
-                }
-                records.push(r);
+                records.push(self.record(*k, *seq, *size));
                 written.push((*k, *seq));
                 *seq += 1;
             }
@@ -346,6 +342,15 @@ impl WriterPool {
         Ok(stats)
     }
 
+    /// Record `seq` of key `key`: `size` bytes of value, the run's envelope headers.
+    fn record(&self, key: u32, seq: u64, size: usize) -> StashRecord {
+        let mut r = StashRecord::new(&self.topic, key_name(key), vec![b'v'; size]);
+        for (hk, hv) in testkit::envelope::headers(&self.run, seq) {
+            r = r.header(hk, hv);
+        }
+        r
+    }
+
     /// One of the [`LongTransactions`]: key `key` is its alone, so its lock never waits.
     async fn long_writer(
         &self,
@@ -371,13 +376,7 @@ impl WriterPool {
             let records: Vec<StashRecord> = sizes
                 .iter()
                 .zip(first..)
-                .map(|(size, seq)| {
-                    let mut r = StashRecord::new(&self.topic, key_name(key), vec![b'v'; *size]);
-                    for (hk, hv) in testkit::envelope::headers(&self.run, seq) {
-                        r = r.header(hk, hv);
-                    }
-                    r
-                })
+                .map(|(size, seq)| self.record(key, seq, *size))
                 .collect();
             stats.transactions += 1;
             // Committed even when stopped meanwhile: its rows are in the ledger only once

@@ -346,17 +346,18 @@ impl Shard {
                     h.state = State::Purging;
                     (h.sent_at, h.record.create_time)
                 });
+                let now = Instant::now();
                 if let Some((sent_at, created)) = timing {
                     let stats = &self.ctx.stats;
                     if let Some(sent) = sent_at {
-                        stats.publish_seconds.0.observe_duration(sent.elapsed());
+                        stats.publish_seconds.0.observe_duration(now - sent);
                     }
                     observe_commit_to_ack(stats, created);
                 }
                 let msg = ToPurger::Acked {
                     shard: self.producer.shard,
                     id: report.tag.id,
-                    at: Instant::now(),
+                    at: now,
                 };
                 self.purger
                     .send(msg)
