@@ -563,8 +563,8 @@ async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummar
     })
 }
 
-/// The mark batch the harvester will use: `limits.mark_query_records` from the settings, else
-/// the library default.
+/// The mark batch the harvester drains a backlog with: `limits.mark_query_records` from the
+/// settings, else the largest `"auto"` grows to.
 fn effective_mark_batch(bench: &Bench) -> usize {
     bench
         .base
@@ -573,9 +573,10 @@ fn effective_mark_batch(bench: &Bench) -> usize {
         .map(|(k, v)| (k.clone(), v.to_string()))
         .chain(bench.extra.iter().cloned())
         .filter(|(k, _)| k == "limits.mark_query_records")
-        .filter_map(|(_, v)| v.trim_matches('"').parse().ok())
+        .map(|(_, v)| v.trim_matches('"').parse::<usize>().ok())
         .next_back()
-        .unwrap_or_else(|| harvester::config::Limits::default().mark_query_records)
+        .flatten()
+        .unwrap_or(harvester::config::AUTO_BATCH_MAX)
 }
 
 async fn measure_ceilings(bench: &Bench, scale: f64) -> Result<Ceilings, BenchError> {

@@ -108,26 +108,18 @@ pub async fn sweep(
             let mut s = scenario.clone();
             s.settings
                 .insert(dim.path.clone(), toml::Value::String(value.clone()));
-            // Keep the mark batch within what may be in flight.
-            if dim.path == "limits.max_in_flight_records" {
-                let v: usize = value.parse().unwrap_or(1000);
-                let batch = harvester::config::Limits::default()
-                    .mark_query_records
-                    .min(v);
-                s.settings.insert(
-                    "limits.mark_query_records".into(),
-                    toml::Value::String(batch.to_string()),
-                );
-            }
+            // Keep the mark batch within what may be in flight. With the defaults ("auto") the
+            // batch follows the window by itself; a fixed batch above the window's floor needs a
+            // window that large.
             if dim.path == "limits.mark_query_records" {
                 let v: usize = value.parse().unwrap_or(100);
-                let in_flight = harvester::config::Limits::default()
-                    .max_in_flight_records
-                    .max(v);
-                s.settings.insert(
-                    "limits.max_in_flight_records".into(),
-                    toml::Value::String(in_flight.to_string()),
-                );
+                let floor = harvester::config::Limits::default().window_floor();
+                if v > floor {
+                    s.settings.insert(
+                        "limits.max_in_flight_records".into(),
+                        toml::Value::String(v.to_string()),
+                    );
+                }
             }
             let run = crate::run::run(
                 bench,

@@ -16,8 +16,8 @@ const MAX_IN_FLIGHT: usize = 200;
 
 fn write_config(world: &World) -> TempFile {
     world.reaper_config(|l| {
-        l.max_in_flight_records = MAX_IN_FLIGHT;
-        l.mark_query_records = 50;
+        l.max_in_flight_records = MAX_IN_FLIGHT.into();
+        l.mark_query_records = 50.into();
     })
 }
 

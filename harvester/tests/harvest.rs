@@ -99,8 +99,8 @@ async fn ten_thousand_keys(backend: Backend) {
     let world = World::on(backend, "hv10k", 8).await;
     world.migrate().await;
     let mut config = world.config();
-    config.limits.mark_query_records = 500;
-    config.limits.max_in_flight_records = 5000;
+    config.limits.mark_query_records = 500.into();
+    config.limits.max_in_flight_records = 5000.into();
     let handle = world.start(config).await;
     world.write(10_000, 2, 500).await;
     let report = world.verify(Duration::from_secs(120)).await;

@@ -76,8 +76,8 @@ impl Bed {
         Config {
             kafka: KafkaConfig::with_bootstrap(&self.cluster.bootstrap_servers()),
             limits: Limits {
-                send_concurrency: 2,
-                mark_query_records: 10,
+                send_concurrency: 2.into(),
+                mark_query_records: 10.into(),
                 drain_timeout: Duration::from_secs(1),
                 io_error_backoff: Duration::from_millis(50),
                 idle_poll_interval: Duration::from_millis(100),

@@ -86,8 +86,8 @@ async fn sigterm_mid_stream_exits_zero_within_its_bound_and_a_restart_loses_noth
     let world = Arc::new(World::new("rterm", 4).await);
     world.migrate().await;
     let config = world.reaper_config(|l| {
-        l.max_in_flight_records = 200;
-        l.mark_query_records = 50;
+        l.max_in_flight_records = 200.into();
+        l.mark_query_records = 50.into();
     });
     let mut a = Reaper::spawn("a", &config).await;
     wait_for("a leads", Duration::from_secs(30), || async {
@@ -417,9 +417,9 @@ logging:
         printed.outbox.table,
         harvester::outbox::TableName::parse("billing.outbox").unwrap()
     );
-    assert_eq!(printed.limits.max_in_flight_records, 2000);
-    assert_eq!(printed.limits.send_concurrency, 4);
-    assert_eq!(printed.limits.mark_query_records, 200);
+    assert_eq!(printed.limits.max_in_flight_records, 2000.into());
+    assert_eq!(printed.limits.send_concurrency, 4.into());
+    assert_eq!(printed.limits.mark_query_records, 200.into());
     assert_eq!(printed.logging.level, "debug");
     assert!(!out.contains("hunter2") && !out.contains("s3cret"), "{out}");
 }

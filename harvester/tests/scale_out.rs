@@ -75,8 +75,8 @@ fn config(world: &World, kind: Kind) -> TempFile {
     c.leader = kind.leader(world);
     c.http.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
     c.limits.min_metrics_interval = Duration::from_millis(50);
-    c.limits.max_in_flight_records = 200;
-    c.limits.mark_query_records = 50;
+    c.limits.max_in_flight_records = 200.into();
+    c.limits.mark_query_records = 50.into();
     TempFile::write(
         &format!("{}-{}.toml", world.group, testkit::names::unique("scale")),
         &toml::to_string(&c).unwrap(),

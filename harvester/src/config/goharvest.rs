@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Config, KafkaConfig};
+use super::{Adaptive, Config, KafkaConfig};
 use crate::election::neli::NeliConfig;
 use crate::error::ConfigProblem;
 use crate::outbox::{Shape, TableName};
@@ -189,19 +189,19 @@ impl GoharvestFile {
             c.mark_backoff = v;
         }
         if let Some(v) = l.max_in_flight_records {
-            c.max_in_flight_records = v;
+            c.max_in_flight_records = Adaptive::Fixed(v);
         }
         if let Some(v) = l.min_metrics_interval {
             c.min_metrics_interval = v;
         }
         if let Some(v) = l.send_concurrency {
-            c.send_concurrency = v;
+            c.send_concurrency = Adaptive::Fixed(v);
         }
         if let Some(v) = l.send_buffer {
             c.send_buffer = v;
         }
         if let Some(v) = l.mark_query_records {
-            c.mark_query_records = v;
+            c.mark_query_records = Adaptive::Fixed(v);
         }
         if let Some(v) = l.heartbeat_timeout {
             neli.heartbeat_timeout = v;

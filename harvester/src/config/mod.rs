@@ -8,6 +8,7 @@
 //! no import circle runs through it. Reading files (TOML, YAML, goharvest's reaper file) is the
 //! `files` feature, for the binaries; embedders build a `Config` in code or with serde.
 
+mod adaptive;
 #[cfg(feature = "files")]
 mod goharvest;
 mod leader;
@@ -23,6 +24,10 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::kafka::KafkaConfig;
 pub use crate::store::{DatabaseConfig, OutboxConfig, OutboxMode};
+pub use adaptive::{
+    auto_shards, cores, Adaptive, AUTO_BATCH_MAX, AUTO_BATCH_MIN, AUTO_BATCH_START,
+    AUTO_SHARDS_TRANSACTIONAL, AUTO_WINDOW_MAX, AUTO_WINDOW_MIN,
+};
 pub use leader::{Coordinator, LeaderConfig};
 pub use overrides::ENV_PREFIX;
 pub use publish::{PublishConfig, TransactionalConfig};
@@ -90,8 +95,12 @@ pub struct Limits {
     #[serde(with = "humantime_serde")]
     pub idle_poll_interval: Duration,
     /// Records held by the pipeline at once (in flight to Kafka, or waiting behind an earlier
-    /// record of their key, until purged). Default 1000.
-    pub max_in_flight_records: usize,
+    /// record of their key, until purged). Default `"auto"`: a window that starts at 1000
+    /// (goharvest's default), grows by a quarter while the window is what holds a backlog back
+    /// and Kafka acknowledges within 250 ms on average, halves when acknowledgements take
+    /// longer, and shrinks slowly when unused; 1000 to 16,000 (`pipeline::adapt`). A number
+    /// fixes it.
+    pub max_in_flight_records: Adaptive,
     /// Records of one key in flight at once: sent, or acknowledged and not yet purged.
     /// Default 1: a key's next record leaves only once the previous one is acknowledged and
     /// purged, so a consumer never sees an older record of a key after a newer one, not even
@@ -108,12 +117,18 @@ pub struct Limits {
     /// aborts its whole transaction, and read_committed consumers never see the aborted copies.
     pub max_in_flight_per_key: usize,
     /// Producer shards, each with its own idempotent producer; keys are routed by FNV-1a.
-    /// Default 8.
-    pub send_concurrency: usize,
+    /// Default `"auto"`: one per two cores, 1 to 8 (goharvest's default is 8); in
+    /// transactional mode 8, because every harvester of an outbox must use the same
+    /// transactional ids. A number fixes it.
+    pub send_concurrency: Adaptive,
     /// Marked batches buffered per shard. Default 10.
     pub send_buffer: usize,
-    /// Rows per mark query. Default 100.
-    pub mark_query_records: usize,
+    /// Rows per mark query. Default `"auto"`: the first mark of a term asks for 100; a mark
+    /// that comes back full doubles the next, one that comes back under a quarter full halves
+    /// it; 1 to 1000, and at most a quarter of the window, so a backlog is marked in large
+    /// batches and an idle harvester marks a lone row at once (`pipeline::adapt`). A number
+    /// fixes it (goharvest's default is 100).
+    pub mark_query_records: Adaptive,
     /// When the pipeline is nearly full (fewer than a quarter of `mark_query_records` may be
     /// held), how long the marker waits for that many to free up before marking what it may.
     /// A pipeline that full has queued work for longer than this, so the wait costs no
@@ -147,11 +162,11 @@ impl Default for Limits {
             io_error_backoff: Duration::from_millis(500),
             mark_backoff: Duration::from_millis(10),
             idle_poll_interval: Duration::from_secs(1),
-            max_in_flight_records: 1000,
+            max_in_flight_records: Adaptive::Auto,
             max_in_flight_per_key: 1,
-            send_concurrency: 8,
+            send_concurrency: Adaptive::Auto,
             send_buffer: 10,
-            mark_query_records: 100,
+            mark_query_records: Adaptive::Auto,
             mark_batch_wait: Duration::from_millis(20),
             purge_batch_records: 1000,
             drain_timeout: Duration::from_secs(5),
@@ -159,6 +174,23 @@ impl Default for Limits {
             min_metrics_interval: Duration::from_secs(5),
             producer_stall_timeout: Duration::from_secs(60),
         }
+    }
+}
+
+impl Limits {
+    /// The least the in-flight window can be: the fixed value, or where `"auto"` starts.
+    pub fn window_floor(&self) -> usize {
+        self.max_in_flight_records.or(AUTO_WINDOW_MIN)
+    }
+
+    /// The producer shards a term runs: the fixed count, or `"auto"`'s (see
+    /// [`Limits::send_concurrency`]) for this machine and publishing mode.
+    pub fn shards(&self, transactional: bool) -> usize {
+        self.send_concurrency.fixed().unwrap_or(if transactional {
+            AUTO_SHARDS_TRANSACTIONAL
+        } else {
+            auto_shards(cores())
+        })
     }
 }
 
@@ -202,12 +234,12 @@ fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
     if l.max_in_flight_per_key <= 1 {
         return p;
     }
-    if l.max_in_flight_per_key > l.max_in_flight_records {
+    if l.max_in_flight_per_key > l.window_floor() {
         p.push(ConfigProblem::new(
             "limits.max_in_flight_per_key",
             format!(
-                "({}) exceeds limits.max_in_flight_records ({}); a key cannot have more in flight than the pipeline holds",
-                l.max_in_flight_per_key, l.max_in_flight_records
+                "({}) exceeds limits.max_in_flight_records ({}, the least the window can be); a key cannot have more in flight than the pipeline holds",
+                l.max_in_flight_per_key, l.window_floor()
             ),
         ));
     }
@@ -286,11 +318,14 @@ impl Config {
         ));
         let l = &self.limits;
         let positive = [
-            ("limits.max_in_flight_records", l.max_in_flight_records),
+            (
+                "limits.max_in_flight_records",
+                l.max_in_flight_records.or(1),
+            ),
             ("limits.max_in_flight_per_key", l.max_in_flight_per_key),
-            ("limits.send_concurrency", l.send_concurrency),
+            ("limits.send_concurrency", l.send_concurrency.or(1)),
             ("limits.send_buffer", l.send_buffer),
-            ("limits.mark_query_records", l.mark_query_records),
+            ("limits.mark_query_records", l.mark_query_records.or(1)),
             ("limits.purge_batch_records", l.purge_batch_records),
             (
                 "limits.max_delivery_attempts",
@@ -302,16 +337,16 @@ impl Config {
                 p.push(ConfigProblem::new(field, "must be at least 1"));
             }
         }
-        if l.send_concurrency > 256 {
+        if l.send_concurrency.or(1) > 256 {
             p.push(ConfigProblem::new(
                 "limits.send_concurrency",
                 "is above 256; each shard has its own producer and threads",
             ));
         }
-        if l.mark_query_records > l.max_in_flight_records {
+        if l.mark_query_records.or(1) > l.window_floor() {
             p.push(ConfigProblem::new(
                 "limits.mark_query_records",
-                format!("({}) exceeds limits.max_in_flight_records ({}); a mark can never be larger than what may be in flight", l.mark_query_records, l.max_in_flight_records),
+                format!("({}) exceeds limits.max_in_flight_records ({}, the least the window can be); a mark can never be larger than what may be in flight", l.mark_query_records, l.window_floor()),
             ));
         }
         if l.producer_stall_timeout < Duration::from_secs(1) {

@@ -179,7 +179,10 @@ mod tests {
                 ("producer_kafka.linger.ms", "20"),
             ])
             .unwrap();
-        assert_eq!(c.limits.max_in_flight_records, 500);
+        assert_eq!(
+            c.limits.max_in_flight_records,
+            crate::config::Adaptive::Fixed(500)
+        );
         assert_eq!(c.kafka.get("bootstrap.servers"), Some("b:1"));
         assert_eq!(c.kafka.get("compression.type"), Some("lz4"));
         assert_eq!(c.limits.drain_timeout, std::time::Duration::from_secs(2));

@@ -1,13 +1,21 @@
 use super::*;
 
 #[test]
-fn defaults_are_valid_and_match_goharvest() {
+fn defaults_are_valid_and_adaptive_where_goharvest_fixed_them() {
     let c = Config::default();
     c.validate().unwrap();
-    assert_eq!(c.limits.max_in_flight_records, 1000);
-    assert_eq!(c.limits.send_concurrency, 8);
+    assert_eq!(c.limits.max_in_flight_records, Adaptive::Auto);
+    assert_eq!(c.limits.send_concurrency, Adaptive::Auto);
+    assert_eq!(c.limits.mark_query_records, Adaptive::Auto);
+    // "auto" starts where goharvest's fixed defaults were.
+    assert_eq!(c.limits.window_floor(), 1000);
+    assert_eq!(c.limits.shards(true), 8);
+    assert_eq!(c.limits.shards(false), auto_shards(cores()));
+    assert_eq!(
+        [1, 2, 3, 4, 8, 16, 64].map(auto_shards),
+        [1, 1, 1, 2, 4, 8, 8]
+    );
     assert_eq!(c.limits.send_buffer, 10);
-    assert_eq!(c.limits.mark_query_records, 100);
     assert_eq!(c.limits.io_error_backoff, Duration::from_millis(500));
     assert_eq!(c.limits.mark_backoff, Duration::from_millis(10));
     assert_eq!(c.limits.min_metrics_interval, Duration::from_secs(5));
@@ -29,8 +37,8 @@ fn humane_durations() {
 #[test]
 fn every_problem_is_reported_with_field() {
     let mut c = Config::default();
-    c.limits.max_in_flight_records = 0;
-    c.limits.send_concurrency = 0;
+    c.limits.max_in_flight_records = Adaptive::Fixed(0);
+    c.limits.send_concurrency = Adaptive::Fixed(0);
     c.kafka = KafkaConfig::with_bootstrap("b").set("enable.idempotence", "false");
     let fields: Vec<_> = c.problems().into_iter().map(|p| p.field).collect();
     assert!(
@@ -317,4 +325,49 @@ fn snapshot_mode_needs_postgres_and_the_native_table() {
         toml::from_str("table = \"outbox\"\nmode = \"snapshot\"").unwrap();
     assert_eq!(parsed.mode, crate::store::OutboxMode::Snapshot);
     assert!(toml::from_str::<crate::store::OutboxConfig>("mode = \"snap\"").is_err());
+}
+
+#[test]
+fn a_fixed_mark_batch_or_key_window_must_fit_the_least_window() {
+    let mut c = Config::default();
+    c.limits.mark_query_records = Adaptive::Fixed(1001);
+    let p = c.problems();
+    assert!(
+        p.iter().any(|p| p.field == "limits.mark_query_records"
+            && p.message.contains("1000, the least the window can be")),
+        "{p:?}"
+    );
+    c.limits.max_in_flight_records = Adaptive::Fixed(2000);
+    assert!(c.problems().is_empty(), "{:?}", c.problems());
+    c.limits.max_in_flight_records = Adaptive::Fixed(500);
+    assert!(c
+        .problems()
+        .iter()
+        .any(|p| p.field == "limits.mark_query_records" && p.message.contains("(500")));
+}
+
+#[test]
+fn auto_and_numbers_are_read_from_files_and_overrides() {
+    let c: Config = serde_json::from_str(
+        r#"{"limits": {"max_in_flight_records": 5000, "send_concurrency": "auto"}}"#,
+    )
+    .unwrap();
+    assert_eq!(c.limits.max_in_flight_records, Adaptive::Fixed(5000));
+    assert_eq!(c.limits.send_concurrency, Adaptive::Auto);
+    let c = c
+        .with_overrides([
+            ("limits.max_in_flight_records", "auto"),
+            ("limits.send_concurrency", "3"),
+        ])
+        .unwrap();
+    assert_eq!(c.limits.max_in_flight_records, Adaptive::Auto);
+    assert_eq!(c.limits.shards(false), 3);
+    let e = Config::default()
+        .with_overrides([("limits.mark_query_records", "lots")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("limits.mark_query_records") && e.contains("auto"),
+        "{e}"
+    );
 }

@@ -30,7 +30,7 @@ use crate::config::{Config, Coordinator};
 use crate::election::{ElectionEvent, Elector, Term};
 use crate::error::Error;
 use crate::pipeline::narrow::Narrow;
-use crate::pipeline::{run_term, Gate, ShardProducer, TermContext, Transactions};
+use crate::pipeline::{run_term, Adapt, Gate, ShardProducer, TermContext, Transactions};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::store::postgres::PgStore;
 use crate::store::BucketScope;
@@ -457,9 +457,11 @@ impl Harvester {
         let epoch = self.epochs.fetch_add(1, Ordering::Relaxed) + 1;
         self.status.write().leader_id = Some(generation);
         let limits = self.config.limits.clone();
+        let adapt = Adapt::new(&limits, Arc::clone(&self.stats));
         let ctx = Arc::new(TermContext {
             store: Arc::clone(&self.store),
-            permits: Arc::new(Semaphore::new(limits.max_in_flight_records)),
+            permits: Arc::new(Semaphore::new(adapt.window())),
+            adapt,
             limits,
             gate,
             scope: RwLock::new(scope),
@@ -476,7 +478,10 @@ impl Harvester {
         let graceful = CancellationToken::new();
         let hard = CancellationToken::new();
         let producer_config = self.config.producer_client_config();
-        let shards = self.config.limits.send_concurrency;
+        let shards = self
+            .config
+            .limits
+            .shards(self.config.publish.transactional().is_some());
         let transactional = self.config.publish.transactional().cloned();
         let init_timeout = self.txn_call_timeout();
         let (g, h) = (graceful.clone(), hard.clone());

@@ -30,6 +30,10 @@ pub const TXN_ABORTED: &str = "harvester_transactions_aborted_total";
 pub const IN_FLIGHT_RECORDS: &str = "harvester_in_flight_records";
 pub const IN_FLIGHT_KEYS: &str = "harvester_in_flight_keys";
 pub const PRODUCER_QUEUE: &str = "harvester_producer_queue_messages";
+// The limits in force (`limits.* = "auto"` moves them; see `pipeline::adapt`).
+pub const IN_FLIGHT_LIMIT: &str = "harvester_in_flight_limit_records";
+pub const MARK_BATCH_LIMIT: &str = "harvester_mark_batch_limit_records";
+pub const PRODUCER_SHARDS: &str = "harvester_producer_shards";
 pub const LEADER: &str = "harvester_leader";
 pub const LEADER_TERM: &str = "harvester_leader_term_info";
 pub const LEADER_SINCE: &str = "harvester_leader_since_seconds";
@@ -78,6 +82,9 @@ pub const ALL: &[&str] = &[
     IN_FLIGHT_RECORDS,
     IN_FLIGHT_KEYS,
     PRODUCER_QUEUE,
+    IN_FLIGHT_LIMIT,
+    MARK_BATCH_LIMIT,
+    PRODUCER_SHARDS,
     LEADER,
     LEADER_TERM,
     LEADER_SINCE,

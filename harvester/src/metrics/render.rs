@@ -131,6 +131,21 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
         "Messages queued or in flight inside the producers.",
         &s.producer_queue,
     );
+    e.gauge_i(
+        n::IN_FLIGHT_LIMIT,
+        "Records the pipeline may hold: limits.max_in_flight_records, or where \"auto\" has it now.",
+        &s.in_flight_limit,
+    );
+    e.gauge_i(
+        n::MARK_BATCH_LIMIT,
+        "Rows the next mark asks for: limits.mark_query_records, or where \"auto\" has it now.",
+        &s.mark_batch_limit,
+    );
+    e.gauge_i(
+        n::PRODUCER_SHARDS,
+        "Producer shards running (limits.send_concurrency, or what \"auto\" chose).",
+        &s.producer_shards,
+    );
     let leading = h.is_leader();
     e.gauge(
         n::LEADER,

@@ -42,7 +42,7 @@ pub(crate) async fn run(
             tracing::info!(%generation, "re-marking with a fresh leader id");
         }
         // Permits first: never mark more than may be held.
-        let want = limits.mark_query_records.min(limits.max_in_flight_records);
+        let want = ctx.adapt.batch();
         let Some(n) = take_permits(&ctx, want, limits.mark_batch_wait, &graceful, &hard).await
         else {
             return Ok(());
@@ -89,6 +89,12 @@ pub(crate) async fn run(
         if !rows.is_empty() {
             ctx.stats.mark_batch.0.observe(rows.len() as f64);
         }
+        let held = ctx
+            .adapt
+            .window()
+            .saturating_sub(ctx.permits.available_permits());
+        ctx.adapt
+            .after_mark(want, n, rows.len(), held, &ctx.permits);
         let mut per_shard: Vec<Vec<OutboxRecord>> = vec![Vec::new(); shards.len()];
         let mut used = 0;
         for decoded in rows {

@@ -3,7 +3,7 @@
 //! ```text
 //! marker ──batches (bounded, send_buffer)──▶ shard 0..N ──acks/failures (bounded)──▶ purger
 //!    ▲                                          ▲                                    │
-//!    └── permits (max_in_flight_records) ───────┴──────── done (purged ids) ◀────────┘
+//!    └── permits (the in-flight window) ────────┴──────── done (purged ids) ◀────────┘
 //! ```
 //!
 //! - The **marker** escrows rows with the current generation's leader id, in id order, and
@@ -62,6 +62,7 @@
 // instruction-count gate (`bench::hotpaths`); without it they are private, and embedders never
 // see them.
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
+mod adapt;
 pub mod batch;
 pub(crate) mod classify;
 mod gone;
@@ -87,6 +88,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub(crate) use crate::stats::Stats;
+pub(crate) use adapt::Adapt;
 
 use crate::config::Limits;
 use crate::outbox::OutboxRecord;
@@ -164,6 +166,8 @@ pub(crate) struct TermContext {
     /// Told about each new generation (for `Refreshed` events).
     pub on_refresh: mpsc::UnboundedSender<Uuid>,
     pub permits: Arc<Semaphore>,
+    /// The window and mark batch in force, and the loop that moves them (see [`adapt`]).
+    pub adapt: Adapt,
     /// Wakes an idle marker: reset rows are waiting to be re-marked.
     pub wake_marker: tokio::sync::Notify,
     pub epoch: u64,
@@ -226,9 +230,9 @@ impl TermContext {
             })?
     }
 
-    /// The smallest mark worth a statement: a quarter of `mark_query_records`.
+    /// The smallest mark worth a statement: a quarter of the mark batch in force.
     pub fn useful_batch(&self) -> usize {
-        (self.limits.mark_query_records / 4).max(1)
+        (self.adapt.batch() / 4).max(1)
     }
 
     /// Whether the pipeline is nearly full: fewer permits free than a useful mark (the marker
@@ -240,11 +244,35 @@ impl TermContext {
     /// Returns `n` permits (records leaving the pipeline).
     pub fn release(&self, n: usize) {
         if n > 0 {
-            self.permits.add_permits(n);
+            let back = self.adapt.repay(n);
+            if back > 0 {
+                self.permits.add_permits(back);
+            }
             self.stats
                 .in_flight_records
                 .fetch_sub(n as i64, std::sync::atomic::Ordering::Relaxed);
         }
+    }
+}
+
+/// The term's producer shards in `harvester_producer_shards` while it runs.
+struct ShardsGauge<'a>(&'a Stats, i64);
+
+impl<'a> ShardsGauge<'a> {
+    fn new(stats: &'a Stats, shards: usize) -> Self {
+        let n = shards as i64;
+        stats
+            .producer_shards
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        ShardsGauge(stats, n)
+    }
+}
+
+impl Drop for ShardsGauge<'_> {
+    fn drop(&mut self) {
+        self.0
+            .producer_shards
+            .fetch_sub(self.1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -258,6 +286,7 @@ pub(crate) async fn run_term(
     hard: CancellationToken,
 ) -> Result<()> {
     let shards = producers.len();
+    let _shards_gauge = ShardsGauge::new(&ctx.stats, shards);
     let marks = gone::MarksBegun::default();
     let (purge_tx, purge_rx) = mpsc::channel(ctx.limits.purge_batch_records.max(64));
     let mut batch_txs = Vec::with_capacity(shards);

@@ -332,8 +332,9 @@ impl Shard {
                 // In the open transaction, not yet visible: the commit purges it.
                 self.outstanding = self.outstanding.saturating_sub(1);
                 if let Some(sent) = self.keys.held_mut(report.tag.id).and_then(|h| h.sent_at) {
-                    let stats = &self.ctx.stats;
-                    stats.publish_seconds.0.observe_duration(sent.elapsed());
+                    let took = sent.elapsed();
+                    self.ctx.stats.publish_seconds.0.observe_duration(took);
+                    self.ctx.adapt.observe_publish(took);
                 }
                 Ok(())
             }
@@ -351,6 +352,7 @@ impl Shard {
                     let stats = &self.ctx.stats;
                     if let Some(sent) = sent_at {
                         stats.publish_seconds.0.observe_duration(now - sent);
+                        self.ctx.adapt.observe_publish(now - sent);
                     }
                     observe_commit_to_ack(stats, created);
                 }

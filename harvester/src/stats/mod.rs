@@ -61,6 +61,11 @@ pub struct Stats {
     pub pipeline_restarts: AtomicU64,
     /// Messages in the producers' local queues (sum over shards, sampled every few ms).
     pub producer_queue: AtomicI64,
+    /// The in-flight window and mark batch in force (`pipeline::adapt`; fixed values when the
+    /// user set them), summed over the running terms, and the producer shards running.
+    pub in_flight_limit: AtomicI64,
+    pub mark_batch_limit: AtomicI64,
+    pub producer_shards: AtomicI64,
     /// Transactions committed and aborted (transactional mode).
     pub txn_committed: AtomicU64,
     pub txn_aborted: AtomicU64,
