@@ -525,7 +525,8 @@ pub fn markdown(
             let _ = writeln!(s, "  - {}", w.describe());
         }
         if let Some(stages) = &r.stages {
-            let _ = writeln!(s, "  - {}", crate::stages::describe(stages));
+            let receipt = r.latency_from_commit_ms.map(|l| l.mean);
+            let _ = writeln!(s, "  - {}", crate::stages::describe(stages, receipt));
         }
         let evicting: Vec<String> = r
             .log

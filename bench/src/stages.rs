@@ -21,6 +21,11 @@ pub const STAGES: [(&str, &str); 4] = [
     ("acknowledged -> purged", names::ACKED_TO_PURGED_SECONDS),
 ];
 
+/// commit -> acknowledged as a whole, for the part after it: acknowledged -> received by the
+/// consumer is the run's mean commit -> receipt less this mean (no per-record acknowledgement
+/// time reaches the consumer).
+pub const TO_ACK: (&str, &str) = ("commit -> acknowledged", names::COMMIT_TO_ACK_SECONDS);
+
 /// One stage over every member.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stage {
@@ -101,7 +106,7 @@ fn parse(text: &str, name: &str) -> Option<Scraped> {
 /// exported them (an older reaper).
 pub fn from_expositions(texts: &[String]) -> Option<Vec<Stage>> {
     let mut stages = Vec::new();
-    for (label, name) in STAGES {
+    for (label, name) in STAGES.into_iter().chain([TO_ACK]) {
         let mut total = Scraped::default();
         for text in texts {
             if let Some(h) = parse(text, name) {
@@ -138,10 +143,13 @@ pub fn scrape(members: &[SocketAddr]) -> Option<Vec<Stage>> {
     from_expositions(&texts)
 }
 
-/// One line for the report: each stage's p50 / p99 (and mean) in ms.
-pub fn describe(stages: &[Stage]) -> String {
-    let parts: Vec<String> = stages
+/// One line for the report: each stage's p50 / p99 (and mean) in ms, then acknowledged ->
+/// received by the consumer (mean, by difference; see [`TO_ACK`]) when the run's mean commit ->
+/// receipt is known.
+pub fn describe(stages: &[Stage], commit_to_receipt_mean_ms: Option<f64>) -> String {
+    let mut parts: Vec<String> = stages
         .iter()
+        .filter(|s| s.name != TO_ACK.0)
         .map(|s| {
             format!(
                 "{} {} / {} (mean {:.1})",
@@ -152,6 +160,13 @@ pub fn describe(stages: &[Stage]) -> String {
             )
         })
         .collect();
+    let to_ack = stages.iter().find(|s| s.name == TO_ACK.0);
+    if let (Some(ack), Some(receipt)) = (to_ack, commit_to_receipt_mean_ms) {
+        parts.push(format!(
+            "acknowledged -> received (mean, by difference) {:.1}",
+            receipt - ack.mean_ms
+        ));
+    }
     format!(
         "harvester stages, p50 / p99 ms (bucket upper bounds): {}",
         parts.join("; ")
@@ -187,6 +202,7 @@ mod tests {
             .map(|(fast, sum)| {
                 STAGES
                     .iter()
+                    .chain([&TO_ACK])
                     .map(|(_, name)| {
                         exposition(
                             name,
@@ -203,17 +219,23 @@ mod tests {
             })
             .collect();
         let stages = from_expositions(&texts).unwrap();
-        assert_eq!(stages.len(), 4);
+        assert_eq!(stages.len(), 5);
         let s = &stages[0];
         assert_eq!(s.count, 200);
         // 100 of 200 at or below 1 ms: p50 is the 1 ms bucket; p99 falls in the 100 ms one.
         assert_eq!((s.p50_ms, s.p99_ms), (1.0, 100.0));
         assert!((s.mean_ms - 5.5).abs() < 1e-9, "{}", s.mean_ms);
-        let line = describe(&stages);
+        let line = describe(&stages, Some(8.0));
         assert!(
             line.contains("commit -> marked ≤1 / ≤100 (mean 5.5)"),
             "{line}"
         );
+        // The run's mean commit -> receipt (8.0) less commit -> acknowledged's (5.5).
+        assert!(
+            line.ends_with("acknowledged -> received (mean, by difference) 2.5"),
+            "{line}"
+        );
+        assert!(!describe(&stages, None).contains("received"));
     }
 
     #[test]

@@ -45,7 +45,13 @@ impl Dimension {
     }
 }
 
-/// The default sweeps: MaxInFlightRecords, shards, mark batch, linger.
+/// How a sweep names the harvester's own choice: `"auto"` for the adaptive limits, and for a
+/// librdkafka property (the producers' linger) leaving it unset, which lets the shards cut the
+/// linger short for lone records.
+pub const AUTO: &str = "auto";
+
+/// The default sweeps: MaxInFlightRecords, shards, mark batch, linger, each with the default
+/// (`auto`) first.
 pub fn default_dimensions(quick: bool) -> Vec<Dimension> {
     let d = |path: &str, full: &[&str], short: &[&str]| Dimension {
         path: path.to_owned(),
@@ -57,23 +63,23 @@ pub fn default_dimensions(quick: bool) -> Vec<Dimension> {
     vec![
         d(
             "limits.max_in_flight_records",
-            &["100", "500", "1000", "5000", "20000", "50000"],
-            &["100", "1000", "10000"],
+            &["auto", "100", "500", "1000", "5000", "20000", "50000"],
+            &["auto", "1000", "10000"],
         ),
         d(
             "limits.send_concurrency",
-            &["1", "2", "4", "8", "16"],
-            &["1", "8"],
+            &["auto", "1", "2", "4", "8", "16"],
+            &["auto", "1", "8"],
         ),
         d(
             "limits.mark_query_records",
-            &["10", "50", "100", "500", "1000"],
-            &["10", "100", "1000"],
+            &["auto", "10", "50", "100", "500", "1000"],
+            &["auto", "100", "1000"],
         ),
         d(
             "producer_kafka.linger.ms",
-            &["0", "1", "5", "20"],
-            &["0", "5"],
+            &["auto", "0", "1", "5", "20"],
+            &["auto", "0", "5"],
         ),
     ]
 }
@@ -106,8 +112,13 @@ pub async fn sweep(
         for value in &dim.values {
             eprintln!("== tune {name}: {}={value}", dim.path);
             let mut s = scenario.clone();
-            s.settings
-                .insert(dim.path.clone(), toml::Value::String(value.clone()));
+            if value == AUTO && dim.path.starts_with("producer_kafka.") {
+                // The harvester's own choice: leave the librdkafka property unset.
+                s.settings.remove(&dim.path);
+            } else {
+                s.settings
+                    .insert(dim.path.clone(), toml::Value::String(value.clone()));
+            }
             // Keep the mark batch within what may be in flight. With the defaults ("auto") the
             // batch follows the window by itself; a fixed batch above the window's floor needs a
             // window that large.
@@ -177,7 +188,7 @@ pub fn default_value(path: &str) -> Option<String> {
         "limits.mark_query_records" => limits.mark_query_records.to_string(),
         "limits.max_in_flight_per_key" => limits.max_in_flight_per_key.to_string(),
         "limits.purge_batch_records" => limits.purge_batch_records.to_string(),
-        "producer_kafka.linger.ms" => "5".to_owned(),
+        "producer_kafka.linger.ms" => AUTO.to_owned(),
         _ => return None,
     })
 }
@@ -315,11 +326,11 @@ mod tests {
             path: "limits.max_in_flight_records".into(),
             ..p(value, rate, 100.0)
         };
-        let points = [at("100", 1000.0), at("1000", 3000.0), at("10000", 4000.0)];
+        let points = [at("auto", 3000.0), at("100", 1000.0), at("10000", 4000.0)];
         let r = &recommend(&points, 500.0)[0];
         assert_eq!(r.value.as_deref(), Some("10000"));
         assert!(
-            r.why.contains("the default (1000) delivered 3000 rec/s, p99 100 ms: 0.75 of the knee's throughput"),
+            r.why.contains("the default (auto) delivered 3000 rec/s, p99 100 ms: 0.75 of the knee's throughput"),
             "{}",
             r.why
         );
@@ -332,11 +343,15 @@ mod tests {
         let unswept = recommend(&[at("100", 1000.0)], 500.0);
         assert!(unswept[0]
             .why
-            .contains("the default (1000) was not among the values swept"));
+            .contains("the default (auto) was not among the values swept"));
         assert_eq!(
             default_value("producer_kafka.linger.ms").as_deref(),
-            Some("5")
+            Some("auto")
         );
+        // Every default sweep starts with the default.
+        for d in default_dimensions(true) {
+            assert_eq!(d.values[0], default_value(&d.path).unwrap(), "{}", d.path);
+        }
         assert_eq!(default_value("unknown.path"), None);
     }
 

@@ -44,7 +44,9 @@
 //!   hash) keep one record per key in flight (or a window of them,
 //!   `limits.max_in_flight_per_key`) without blocking other keys, and the purger deletes
 //!   acknowledged (or committed) rows in batches, all conditioned on the term's leader ids, so
-//!   a stale leader cannot touch re-marked rows.
+//!   a stale leader cannot touch re-marked rows. The in-flight window, the mark batch and the
+//!   shard count default to `"auto"` ([`config::Adaptive`]): a control loop moves the first two
+//!   with the load, the cores set the third, and a lone record skips the producer's linger.
 //! - **Outbox** ([`outbox`]): what every store maps its rows onto: the record, poison rows (bound
 //!   for the quarantine), what a service stashes, the table's name and layout.
 //! - **Harvester** ([`Harvester`]): one [`Config`], the two ports, run with a

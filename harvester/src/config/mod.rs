@@ -96,7 +96,7 @@ pub struct Limits {
     pub idle_poll_interval: Duration,
     /// Records held by the pipeline at once (in flight to Kafka, or waiting behind an earlier
     /// record of their key, until purged). Default `"auto"`: a window that starts at 1000
-    /// (goharvest's default), grows by a quarter while the window is what holds a backlog back
+    /// (goharvest's default), doubles (at most every 50 ms) while the window is what holds a backlog back
     /// and Kafka acknowledges within 250 ms on average, halves when acknowledgements take
     /// longer, and shrinks slowly when unused; 1000 to 16,000 (`pipeline::adapt`). A number
     /// fixes it.

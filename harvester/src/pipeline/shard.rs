@@ -43,6 +43,8 @@ pub(crate) struct Shard {
     /// Keys whose front could not be enqueued (local queue full).
     retry: Vec<Key>,
     outstanding: usize,
+    /// Records handed to the producer on this turn of the loop (see `ShardProducer::nudge`).
+    sent_now: usize,
     /// This shard's share of `stats.producer_queue`, as last reported.
     queue_reported: i64,
     /// Transient failures since the last success: a stuck producer is replaced.
@@ -106,6 +108,7 @@ impl Shard {
             attempts: HashMap::new(),
             retry: Vec::new(),
             outstanding: 0,
+            sent_now: 0,
             queue_reported: 0,
             hard: CancellationToken::new(),
             gone: Gone::default(),
@@ -172,6 +175,11 @@ impl Shard {
                 _ = tick.tick() => {
                     if let Err(e) = self.on_tick(draining.is_some()).await { break Err(e); }
                 }
+            }
+            if self.sent_now > 0 {
+                // Records went out on this turn: let them skip the linger if they are alone.
+                self.producer.nudge(self.sent_now);
+                self.sent_now = 0;
             }
             // A due transaction (see `txn`) commits once every record of it is acknowledged: rdkafka's
             // commit flushes first, and a flush that finds a record still out polls for up to
@@ -293,6 +301,7 @@ impl Shard {
                         .observe_duration(now - front.marked_at);
                     front.sent_at = Some(now);
                     self.outstanding += 1;
+                    self.sent_now += 1;
                     let id = front.record.id;
                     if let Some(txn) = self.txn.as_mut() {
                         txn.sent(id);
