@@ -277,14 +277,28 @@ pub fn effective_settings(settings: &[(String, String)]) -> String {
     let pairs = settings.iter().map(|(k, v)| (k.as_str(), v.as_str()));
     match harvester::Config::default().with_overrides(pairs) {
         Ok(c) => {
+            use harvester::config::{
+                AUTO_BATCH_MAX, AUTO_BATCH_MIN, AUTO_WINDOW_MAX, AUTO_WINDOW_MIN,
+            };
             let l = &c.limits;
+            let auto = |a: harvester::config::Adaptive, lo: usize, hi: usize| match a.fixed() {
+                Some(n) => n.to_string(),
+                None => format!("auto ({lo}-{hi})"),
+            };
+            let transactional = c.publish.transactional().is_some();
+            let shards = l.shards(transactional);
             format!(
-                "effective: mark batch {} rows, max in flight {} records, {} producer shards, purge batch up to {}, producers idempotent (acks=all), linger.ms {}, delivery.timeout.ms {}",
-                l.mark_query_records,
-                l.max_in_flight_records,
-                l.send_concurrency,
+                "effective: mark batch {} rows, max in flight {} records, {shards} producer shards{}, purge batch up to {}, producers {} (acks=all), linger.ms {}, delivery.timeout.ms {}",
+                auto(l.mark_query_records, AUTO_BATCH_MIN, AUTO_BATCH_MAX),
+                auto(l.max_in_flight_records, AUTO_WINDOW_MIN, AUTO_WINDOW_MAX),
+                if l.send_concurrency.is_auto() { " (auto)" } else { "" },
                 l.purge_batch_records,
-                c.producer_kafka.get("linger.ms").unwrap_or("5 (librdkafka default)"),
+                if transactional { "transactional" } else { "idempotent" },
+                c.producer_kafka.get("linger.ms").unwrap_or(if transactional {
+                    "5 (librdkafka default)"
+                } else {
+                    "5 (librdkafka default), cut short for lone records"
+                }),
                 c.producer_kafka
                     .get("delivery.timeout.ms")
                     .map_or_else(|| format!("{} (leader succession - lease)", c.leader.delivery_timeout().as_millis()), str::to_owned)

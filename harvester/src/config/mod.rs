@@ -123,10 +123,11 @@ pub struct Limits {
     pub send_concurrency: Adaptive,
     /// Marked batches buffered per shard. Default 10.
     pub send_buffer: usize,
-    /// Rows per mark query. Default `"auto"`: the first mark of a term asks for 100; a mark
-    /// that comes back full doubles the next, one that comes back under a quarter full halves
-    /// it; 1 to 1000, and at most a quarter of the window, so a backlog is marked in large
-    /// batches and an idle harvester marks a lone row at once (`pipeline::adapt`). A number
+    /// Most rows per mark query. Default `"auto"`: the first mark of a term asks for 100; a
+    /// mark that comes back full doubles the next, one that comes back under a quarter full
+    /// halves it; 100 to 1000, and at most a quarter of the window (once the window is above
+    /// 400), so a backlog is marked in large batches. An idle harvester marks a lone row at once
+    /// whatever the limit: a commit's NOTIFY wakes the marker (`pipeline::adapt`). A number
     /// fixes it (goharvest's default is 100).
     pub mark_query_records: Adaptive,
     /// When the pipeline is nearly full (fewer than a quarter of `mark_query_records` may be

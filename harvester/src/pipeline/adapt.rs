@@ -23,12 +23,13 @@
 //! A shrink takes permits back as records leave (a debt that releases repay first), so nothing
 //! held is disturbed.
 //!
-//! **The mark batch** doubles after a mark that came back full (the table has more) and halves
-//! after one that came back under a quarter full, within [`AUTO_BATCH_MIN`] and [`AUTO_BATCH_MAX`]
-//! and at most a quarter of the window. A backlog is marked in large statements, and an idle
-//! harvester asks for the one row a commit wrote. The batch also sets the marker's "useful
-//! batch" (a quarter of it), which it waits up to `mark_batch_wait` for when the pipeline is
-//! nearly full.
+//! **The mark batch** (a mark's `LIMIT`) doubles after a mark that came back full (the table
+//! has more) and halves after one that came back under a quarter full, within
+//! [`AUTO_BATCH_MIN`] and [`AUTO_BATCH_MAX`] and at most a quarter of the window. A backlog is
+//! marked in large statements; a trickle is marked as it commits whatever the limit, since the
+//! store's wake-up (NOTIFY) starts a mark at once and a `LIMIT` above the rows there costs
+//! nothing. The batch also sets the marker's "useful batch" (a quarter of it), which it waits up
+//! to `mark_batch_wait` for when the pipeline is nearly full.
 //!
 //! The current values are gauges (`harvester_in_flight_limit_records`,
 //! `harvester_mark_batch_limit_records`), summed over a harvester's segments.
@@ -310,7 +311,7 @@ mod tests {
             a.after_mark(b, b, 0, 0, &sem);
         }
         assert_eq!(a.batch(), AUTO_BATCH_MIN);
-        assert_eq!(a.stats.mark_batch_limit.load(Ordering::Relaxed), 1);
+        assert_eq!(a.stats.mark_batch_limit.load(Ordering::Relaxed), 100);
     }
 
     #[test]

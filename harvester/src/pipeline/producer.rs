@@ -271,3 +271,25 @@ impl ShardProducer {
         self.producer.purge(PurgeConfig::default().queue());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn producer(extra: &[(&str, &str)]) -> Arc<ShardProducer> {
+        let mut config = ClientConfig::new();
+        // Nothing listens there: creating a producer does not connect.
+        config.set("bootstrap.servers", "127.0.0.1:1");
+        for (k, v) in extra {
+            config.set(*k, *v);
+        }
+        ShardProducer::new(0, &config, None, Duration::from_secs(1)).unwrap()
+    }
+
+    #[test]
+    fn the_linger_is_cut_short_only_when_the_user_left_it_alone() {
+        assert!(producer(&[]).nudges);
+        assert!(!producer(&[("linger.ms", "5")]).nudges);
+        assert!(!producer(&[("queue.buffering.max.ms", "0")]).nudges);
+    }
+}
