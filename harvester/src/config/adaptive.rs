@@ -17,16 +17,14 @@ use serde::{Deserialize, Serialize, Serializer};
 pub const AUTO_WINDOW_MIN: usize = 1000;
 /// `max_in_flight_records = "auto"`: the most it grows to.
 pub const AUTO_WINDOW_MAX: usize = 16_000;
-/// `mark_query_records = "auto"`: the smallest mark. Not lower: a mark's `LIMIT` costs nothing
-/// when fewer rows are there (an idle harvester woken by a commit's NOTIFY marks that one row at
-/// once whatever the limit), while a lower one splits rows committed together into several
-/// statements.
+/// `mark_query_records = "auto"`: the smallest mark (a quarter of the window, at least this).
+/// Not lower: a mark's `LIMIT` costs nothing when fewer rows are there (an idle harvester woken
+/// by a commit's NOTIFY marks that one row at once whatever the limit), while a lower one splits
+/// rows committed together into several statements.
 pub const AUTO_BATCH_MIN: usize = 100;
-/// `mark_query_records = "auto"`: the largest mark, and at most a quarter of the window (the
-/// database's mark+purge ceiling here was best at 1000).
+/// `mark_query_records = "auto"`: the largest mark (the database's mark+purge ceiling here was
+/// best at 1000).
 pub const AUTO_BATCH_MAX: usize = 1000;
-/// `mark_query_records = "auto"`: the first mark of a term (goharvest's fixed default).
-pub const AUTO_BATCH_START: usize = AUTO_BATCH_MIN;
 /// `send_concurrency = "auto"` in transactional mode: every harvester of an outbox must use the
 /// same transactional ids, so the count may not depend on the machine.
 pub const AUTO_SHARDS_TRANSACTIONAL: usize = 8;

@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 pub use crate::kafka::KafkaConfig;
 pub use crate::store::{DatabaseConfig, OutboxConfig, OutboxMode};
 pub use adaptive::{
-    auto_shards, cores, Adaptive, AUTO_BATCH_MAX, AUTO_BATCH_MIN, AUTO_BATCH_START,
-    AUTO_SHARDS_TRANSACTIONAL, AUTO_WINDOW_MAX, AUTO_WINDOW_MIN,
+    auto_shards, cores, Adaptive, AUTO_BATCH_MAX, AUTO_BATCH_MIN, AUTO_SHARDS_TRANSACTIONAL,
+    AUTO_WINDOW_MAX, AUTO_WINDOW_MIN,
 };
 pub use leader::{Coordinator, LeaderConfig};
 pub use overrides::ENV_PREFIX;
@@ -123,12 +123,10 @@ pub struct Limits {
     pub send_concurrency: Adaptive,
     /// Marked batches buffered per shard. Default 10.
     pub send_buffer: usize,
-    /// Most rows per mark query. Default `"auto"`: the first mark of a term asks for 100; a
-    /// mark that comes back full doubles the next, one that comes back under a quarter full
-    /// halves it; 100 to 1000, and at most a quarter of the window (once the window is above
-    /// 400), so a backlog is marked in large batches. An idle harvester marks a lone row at once
-    /// whatever the limit: a commit's NOTIFY wakes the marker (`pipeline::adapt`). A number
-    /// fixes it (goharvest's default is 100).
+    /// Most rows per mark query. Default `"auto"`: a quarter of the in-flight window, 100 to
+    /// 1000, so it grows with the window while a backlog exists and shrinks with it when idle
+    /// (`pipeline::adapt`). An idle harvester marks a lone row at once whatever the limit: a
+    /// commit's NOTIFY wakes the marker. A number fixes it (goharvest's default is 100).
     pub mark_query_records: Adaptive,
     /// When the pipeline is nearly full (fewer than a quarter of `mark_query_records` may be
     /// held), how long the marker waits for that many to free up before marking what it may.
