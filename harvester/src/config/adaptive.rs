@@ -12,9 +12,12 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-/// `max_in_flight_records = "auto"`: the window starts here and never goes below it
-/// (goharvest's default).
+/// `max_in_flight_records = "auto"`: the window never goes below this (goharvest's default).
 pub const AUTO_WINDOW_MIN: usize = 1000;
+/// `max_in_flight_records = "auto"`: the window a term starts with, so that a backlog found at
+/// the start (after an outage, a failover) is marked in batches of [`AUTO_BATCH_MAX`] from the
+/// first mark; unused, it shrinks to [`AUTO_WINDOW_MIN`] within about a second.
+pub const AUTO_WINDOW_START: usize = 4000;
 /// `max_in_flight_records = "auto"`: the most it grows to.
 pub const AUTO_WINDOW_MAX: usize = 16_000;
 /// `mark_query_records = "auto"`: the smallest mark (a quarter of the window, at least this).

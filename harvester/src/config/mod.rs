@@ -26,7 +26,7 @@ pub use crate::kafka::KafkaConfig;
 pub use crate::store::{DatabaseConfig, OutboxConfig, OutboxMode};
 pub use adaptive::{
     auto_shards, cores, Adaptive, AUTO_BATCH_MAX, AUTO_BATCH_MIN, AUTO_SHARDS_TRANSACTIONAL,
-    AUTO_WINDOW_MAX, AUTO_WINDOW_MIN,
+    AUTO_WINDOW_MAX, AUTO_WINDOW_MIN, AUTO_WINDOW_START,
 };
 pub use leader::{Coordinator, LeaderConfig};
 pub use overrides::ENV_PREFIX;
@@ -95,8 +95,8 @@ pub struct Limits {
     #[serde(with = "humantime_serde")]
     pub idle_poll_interval: Duration,
     /// Records held by the pipeline at once (in flight to Kafka, or waiting behind an earlier
-    /// record of their key, until purged). Default `"auto"`: a window that starts at 1000
-    /// (goharvest's default), doubles (at most every 50 ms) while the window is what holds a backlog back
+    /// record of their key, until purged). Default `"auto"`: a window that starts at 4000,
+    /// doubles (at most every 50 ms) while the window is what holds a backlog back
     /// and Kafka acknowledges within 250 ms on average, halves when acknowledgements take
     /// longer, and shrinks slowly when unused; 1000 to 16,000 (`pipeline::adapt`). A number
     /// fixes it.
@@ -180,6 +180,11 @@ impl Limits {
     /// The least the in-flight window can be: the fixed value, or where `"auto"` starts.
     pub fn window_floor(&self) -> usize {
         self.max_in_flight_records.or(AUTO_WINDOW_MIN)
+    }
+
+    /// The window a term starts with: the fixed value, or where `"auto"` starts.
+    pub fn window_start(&self) -> usize {
+        self.max_in_flight_records.or(AUTO_WINDOW_START)
     }
 
     /// The producer shards a term runs: the fixed count, or `"auto"`'s (see
