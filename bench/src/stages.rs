@@ -23,7 +23,10 @@ pub const STAGES: [(&str, &str); 4] = [
 
 /// commit -> acknowledged as a whole, for the part after it: acknowledged -> received by the
 /// consumer is the run's mean commit -> receipt less this mean (no per-record acknowledgement
-/// time reaches the consumer).
+/// time reaches the consumer). The harvester measures from the row's `create_time`, which is
+/// when the writer's transaction began; where writers hold transactions open before committing
+/// (out-of-order) or a failover re-sends, the two means do not cover the same span, and a
+/// difference below zero is not printed.
 pub const TO_ACK: (&str, &str) = ("commit -> acknowledged", names::COMMIT_TO_ACK_SECONDS);
 
 /// One stage over every member.
@@ -162,10 +165,12 @@ pub fn describe(stages: &[Stage], commit_to_receipt_mean_ms: Option<f64>) -> Str
         .collect();
     let to_ack = stages.iter().find(|s| s.name == TO_ACK.0);
     if let (Some(ack), Some(receipt)) = (to_ack, commit_to_receipt_mean_ms) {
-        parts.push(format!(
-            "acknowledged -> received (mean, by difference) {:.1}",
-            receipt - ack.mean_ms
-        ));
+        let after = receipt - ack.mean_ms;
+        if after >= 0.0 {
+            parts.push(format!(
+                "acknowledged -> received (mean, by difference) {after:.1}"
+            ));
+        }
     }
     format!(
         "harvester stages, p50 / p99 ms (bucket upper bounds): {}",
@@ -236,6 +241,8 @@ mod tests {
             "{line}"
         );
         assert!(!describe(&stages, None).contains("received"));
+        // A commit -> receipt mean below commit -> acknowledged's says the spans differ.
+        assert!(!describe(&stages, Some(1.0)).contains("received"));
     }
 
     #[test]
