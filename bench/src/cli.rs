@@ -360,6 +360,8 @@ pub struct TuneOptions {
     pub sweeps: Vec<String>,
     pub quick: bool,
     pub p99_budget_ms: f64,
+    /// Runs per value (in rounds); the figures are medians.
+    pub repeat: usize,
 }
 
 /// What a sweep produced.
@@ -489,7 +491,7 @@ async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummar
             .map(|s| crate::tune::Dimension::parse(s))
             .collect::<Result<_, _>>()?
     };
-    let points = crate::tune::sweep(&bench, &o.scenario, &scenario, &dimensions).await?;
+    let points = crate::tune::sweep(&bench, &o.scenario, &scenario, &dimensions, o.repeat).await?;
     for p in &points {
         append_json(&jsonl, p)?;
     }

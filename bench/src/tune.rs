@@ -94,20 +94,102 @@ pub struct Point {
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub cpu_seconds_per_million: Option<f64>,
+    /// With `--repeat`: how many runs the figures are the median of, and the lowest and
+    /// highest delivered rate among them.
+    #[serde(default)]
+    pub runs: usize,
+    #[serde(default)]
+    pub delivered_range: Option<(f64, f64)>,
+    /// The run whose delivered rate is the median (the only run without `--repeat`).
     pub run: RunResult,
 }
 
-/// Runs every value of every dimension (others at their defaults).
+/// Runs every value of every dimension (others at their defaults), `repeat` times: in rounds,
+/// so that each value's runs are spread over the job like every other value's (a machine that
+/// slows for a minute then slows every value alike), and each value's figures are the median
+/// of its runs. On a shared 2-core machine identical settings differed by 23 % between runs of
+/// one job, more than most differences a sweep looks for.
 pub async fn sweep(
     bench: &Bench,
     name: &str,
     scenario: &Scenario,
     dimensions: &[Dimension],
+    repeat: usize,
 ) -> Result<Vec<Point>, BenchError> {
-    let mut points = Vec::new();
+    let mut all = Vec::new();
     // The load must be the same at every point: a `rate_share` is resolved once, at the first
     // point, and that rate is used for the rest.
     let mut scenario = scenario.clone();
+    for round in 0..repeat.max(1) {
+        if repeat > 1 {
+            eprintln!("== tune {name}: round {} of {repeat}", round + 1);
+        }
+        all.extend(sweep_once(bench, name, &mut scenario, dimensions).await?);
+    }
+    Ok(medians(all))
+}
+
+/// Each (setting, value)'s runs as one point of median figures, in the order first run.
+pub fn medians(all: Vec<Point>) -> Vec<Point> {
+    let mut groups: Vec<Vec<Point>> = Vec::new();
+    for p in all {
+        match groups
+            .iter_mut()
+            .find(|g| g[0].path == p.path && g[0].value == p.value)
+        {
+            Some(g) => g.push(p),
+            None => groups.push(vec![p]),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|mut g| {
+            let median = |mut v: Vec<f64>| -> Option<f64> {
+                if v.is_empty() {
+                    return None;
+                }
+                v.sort_by(f64::total_cmp);
+                Some(if v.len() % 2 == 1 {
+                    v[v.len() / 2]
+                } else {
+                    (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+                })
+            };
+            let runs = g.len();
+            let rates: Vec<f64> = g.iter().map(|p| p.delivered_per_s).collect();
+            let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let passed = g.iter().all(|p| p.passed);
+            let p50 = median(g.iter().filter_map(|p| p.p50_ms).collect());
+            let p99 = median(g.iter().filter_map(|p| p.p99_ms).collect());
+            let cpu = median(g.iter().filter_map(|p| p.cpu_seconds_per_million).collect());
+            let rate = median(rates).unwrap_or(0.0);
+            // The run nearest the median rate stands for the value in plots and reports.
+            g.sort_by(|a, b| {
+                (a.delivered_per_s - rate)
+                    .abs()
+                    .total_cmp(&(b.delivered_per_s - rate).abs())
+            });
+            let mut point = g.swap_remove(0);
+            point.passed = passed;
+            point.delivered_per_s = rate;
+            point.p50_ms = p50;
+            point.p99_ms = p99;
+            point.cpu_seconds_per_million = cpu;
+            point.runs = runs;
+            point.delivered_range = (runs > 1).then_some((lo, hi));
+            point
+        })
+        .collect()
+}
+
+async fn sweep_once(
+    bench: &Bench,
+    name: &str,
+    scenario: &mut Scenario,
+    dimensions: &[Dimension],
+) -> Result<Vec<Point>, BenchError> {
+    let mut points = Vec::new();
     for dim in dimensions {
         for value in &dim.values {
             eprintln!("== tune {name}: {}={value}", dim.path);
@@ -163,6 +245,8 @@ pub async fn sweep(
                 p50_ms: run.latency_ms.map(|l| l.p50),
                 p99_ms: run.latency_ms.map(|l| l.p99),
                 cpu_seconds_per_million: run.cpu_seconds_per_million,
+                runs: 1,
+                delivered_range: None,
                 run,
             });
         }
@@ -278,14 +362,21 @@ pub fn markdown(points: &[Point], recs: &[Recommendation], budget_ms: f64) -> St
     let mut s = format!(
         "## Sweep (p99 budget {budget_ms:.0} ms)\n\n| setting | value | ok | delivered rec/s | p50 ms | p99 ms | CPU s/M rec |\n|---|---:|---|---:|---:|---:|---:|\n"
     );
+    let repeated = points.iter().any(|p| p.runs > 1);
+    if repeated {
+        s.push_str("Each value ran in every round; its figures are the medians of its runs, with the lowest and highest delivered rate in brackets.\n\n");
+    }
     for p in points {
         let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        let rate = match p.delivered_range {
+            Some((lo, hi)) => format!("{:.0} ({lo:.0}-{hi:.0})", p.delivered_per_s),
+            None => format!("{:.0}", p.delivered_per_s),
+        };
         s.push_str(&format!(
-            "| {} | {} | {} | {:.0} | {} | {} | {} |\n",
+            "| {} | {} | {} | {rate} | {} | {} | {} |\n",
             p.path,
             p.value,
             if p.passed { "yes" } else { "**NO**" },
-            p.delivered_per_s,
             f(p.p50_ms),
             f(p.p99_ms),
             f(p.cpu_seconds_per_million)
@@ -316,8 +407,38 @@ mod tests {
             p50_ms: Some(p99 / 2.0),
             p99_ms: Some(p99),
             cpu_seconds_per_million: None,
+            runs: 1,
+            delivered_range: None,
             run: RunResult::default(),
         }
+    }
+
+    #[test]
+    fn repeated_values_become_one_point_of_medians_in_first_run_order() {
+        let at = |value: &str, rate: f64, p99: f64| Point {
+            path: "limits.max_in_flight_records".into(),
+            ..p(value, rate, p99)
+        };
+        let all = vec![
+            at("auto", 100.0, 10.0),
+            at("1000", 50.0, 30.0),
+            at("auto", 300.0, 20.0),
+            at("1000", 70.0, 10.0),
+            at("auto", 200.0, 90.0),
+            at("1000", 60.0, 20.0),
+        ];
+        let m = medians(all);
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].value.as_str(), m[1].value.as_str()), ("auto", "1000"));
+        assert_eq!(m[0].delivered_per_s, 200.0);
+        assert_eq!(m[0].p99_ms, Some(20.0));
+        assert_eq!(m[0].delivered_range, Some((100.0, 300.0)));
+        assert_eq!(m[0].runs, 3);
+        assert_eq!(m[1].delivered_per_s, 60.0);
+        let table = markdown(&m, &[], 500.0);
+        assert!(table.contains("| auto | yes | 200 (100-300) |"), "{table}");
+        // One run per value stays as it was.
+        assert_eq!(medians(vec![at("auto", 5.0, 1.0)])[0].delivered_range, None);
     }
 
     #[test]

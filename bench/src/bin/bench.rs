@@ -97,6 +97,9 @@ struct TuneArgs {
     /// The p99 commit-to-receipt latency budget.
     #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
     p99_budget: std::time::Duration,
+    /// Runs per value, in rounds over the whole sweep; each value's figures are the medians.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    repeat: u16,
 }
 
 fn run_options(r: RunArgs) -> bench::cli::RunOptions {
@@ -173,6 +176,7 @@ async fn main() {
                 sweeps: t.sweeps,
                 quick: t.quick,
                 p99_budget_ms: t.p99_budget.as_secs_f64() * 1000.0,
+                repeat: usize::from(t.repeat),
             };
             match bench::cli::tune(options).await {
                 Ok(summary) => {

@@ -126,14 +126,19 @@ impl Adapt {
         if self.debt.load(Ordering::Relaxed) == 0 {
             return n;
         }
-        let mut paid = 0;
+        n - self.take_debt(n)
+    }
+
+    /// Takes up to `n` off the debt; how much it took.
+    fn take_debt(&self, n: usize) -> usize {
+        let mut taken = 0;
         let _ = self
             .debt
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
-                paid = d.min(n);
-                Some(d - paid)
+                taken = d.min(n);
+                Some(d - taken)
             });
-        n - paid
+        taken
     }
 
     /// After a mark: `wanted` rows were wanted, the window allowed `asked`, the table gave
@@ -175,14 +180,7 @@ impl Adapt {
     fn resize(&self, from: usize, to: usize, permits: &Semaphore) {
         if to > from {
             let grow = to - from;
-            let mut cancelled = 0;
-            let _ = self
-                .debt
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
-                    cancelled = d.min(grow);
-                    Some(d - cancelled)
-                });
-            permits.add_permits(grow - cancelled);
+            permits.add_permits(grow - self.take_debt(grow));
         } else {
             let shrink = from - to;
             let taken = permits.forget_permits(shrink);
