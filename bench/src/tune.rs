@@ -359,13 +359,11 @@ pub fn recommend(points: &[Point], budget_ms: f64) -> Vec<Recommendation> {
 
 /// Markdown table and recommendations.
 pub fn markdown(points: &[Point], recs: &[Recommendation], budget_ms: f64) -> String {
-    let mut s = format!(
-        "## Sweep (p99 budget {budget_ms:.0} ms)\n\n| setting | value | ok | delivered rec/s | p50 ms | p99 ms | CPU s/M rec |\n|---|---:|---|---:|---:|---:|---:|\n"
-    );
-    let repeated = points.iter().any(|p| p.runs > 1);
-    if repeated {
+    let mut s = format!("## Sweep (p99 budget {budget_ms:.0} ms)\n\n");
+    if points.iter().any(|p| p.runs > 1) {
         s.push_str("Each value ran in every round; its figures are the medians of its runs, with the lowest and highest delivered rate in brackets.\n\n");
     }
+    s.push_str("| setting | value | ok | delivered rec/s | p50 ms | p99 ms | CPU s/M rec |\n|---|---:|---|---:|---:|---:|---:|\n");
     for p in points {
         let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
         let rate = match p.delivered_range {
@@ -437,6 +435,11 @@ mod tests {
         assert_eq!(m[1].delivered_per_s, 60.0);
         let table = markdown(&m, &[], 500.0);
         assert!(table.contains("| auto | yes | 200 (100-300) |"), "{table}");
+        // The note comes before the table, which stays one block of rows.
+        assert!(
+            table.find("medians").unwrap() < table.find("| setting |").unwrap(),
+            "{table}"
+        );
         // One run per value stays as it was.
         assert_eq!(medians(vec![at("auto", 5.0, 1.0)])[0].delivered_range, None);
     }
