@@ -100,7 +100,7 @@ pub struct Point {
     pub runs: usize,
     #[serde(default)]
     pub delivered_range: Option<(f64, f64)>,
-    /// The run whose delivered rate is the median (the only run without `--repeat`).
+    /// The run whose delivered rate is nearest the median (the only run without `--repeat`).
     pub run: RunResult,
 }
 

@@ -177,7 +177,7 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// The least the in-flight window can be: the fixed value, or where `"auto"` starts.
+    /// The least the in-flight window can be: the fixed value, or the floor of `"auto"`.
     pub fn window_floor(&self) -> usize {
         self.max_in_flight_records.or(AUTO_WINDOW_MIN)
     }

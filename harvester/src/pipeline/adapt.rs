@@ -102,7 +102,7 @@ impl Adapt {
         adapt
     }
 
-    /// The window the term starts with (the semaphore's first permits).
+    /// The window in force (at a term's start, the semaphore's first permits).
     pub fn window(&self) -> usize {
         self.window.load(Ordering::Relaxed)
     }
