@@ -241,6 +241,12 @@ impl TermContext {
         self.permits.available_permits() < self.useful_batch()
     }
 
+    /// A record's sent -> acknowledged time: the histogram, and the window's control loop.
+    pub fn observe_publish(&self, took: std::time::Duration) {
+        self.stats.publish_seconds.0.observe_duration(took);
+        self.adapt.observe_publish(took);
+    }
+
     /// Returns `n` permits (records leaving the pipeline).
     pub fn release(&self, n: usize) {
         if n > 0 {

@@ -341,9 +341,7 @@ impl Shard {
                 // In the open transaction, not yet visible: the commit purges it.
                 self.outstanding = self.outstanding.saturating_sub(1);
                 if let Some(sent) = self.keys.held_mut(report.tag.id).and_then(|h| h.sent_at) {
-                    let took = sent.elapsed();
-                    self.ctx.stats.publish_seconds.0.observe_duration(took);
-                    self.ctx.adapt.observe_publish(took);
+                    self.ctx.observe_publish(sent.elapsed());
                 }
                 Ok(())
             }
@@ -358,12 +356,10 @@ impl Shard {
                 });
                 let now = Instant::now();
                 if let Some((sent_at, created)) = timing {
-                    let stats = &self.ctx.stats;
                     if let Some(sent) = sent_at {
-                        stats.publish_seconds.0.observe_duration(now - sent);
-                        self.ctx.adapt.observe_publish(now - sent);
+                        self.ctx.observe_publish(now - sent);
                     }
-                    observe_commit_to_ack(stats, created);
+                    observe_commit_to_ack(&self.ctx.stats, created);
                 }
                 let msg = ToPurger::Acked {
                     shard: self.producer.shard,
