@@ -3,6 +3,11 @@
 # and the coordination servers the electors use (NATS with JetStream, ZooKeeper, etcd).
 #
 #   scripts/services.sh up      start (or find) them all; idempotent; writes .state/services.env
+#   scripts/services.sh up --kafka-cluster 3
+#                               the shared Kafka as a 3-broker cluster (for fault runs)
+#   scripts/services.sh private-kafka up|down DIR PORT [N]
+#                               a Kafka cluster of the caller's own (N nodes, default 1), for
+#                               tests that stop, kill or pause its brokers
 #   scripts/services.sh up --with tansu
 #                               also the tansu broker (opt-in; TANSU_BROKERS), for NELI's tests
 #                               against a second Kafka-compatible implementation
@@ -22,8 +27,12 @@
 # MariaDB: $MARIADB_URL if it answers, else the local server on 127.0.0.1:3306 (root, no
 # password, database `test`), else a private mariadbd (port 23306, data under .state/mariadb;
 # installing mariadb-server when absent).
-# Kafka: $KAFKA_BROKERS if set, else the embedded broker (librdkafka mock cluster) in its own
-# long-lived process, so harvester processes can be killed while the broker lives on.
+# Kafka: $KAFKA_BROKERS if set by the caller, else Apache Kafka (scripts/kafka.sh: the pinned
+# release from Maven Central, KRaft, one combined node on 127.0.0.1:19092, data under
+# .state/kafka; `up --kafka-cluster 3` starts three nodes on 19192/19292/19392 instead, with
+# replication 3 and min.insync.replicas 2, under .state/kafka-cluster), exported as
+# KAFKA_BROKERS. The embedded broker (librdkafka's mock cluster, in its own long-lived process)
+# is started beside it for the tests that inject faults (HARVEST_EMBEDDED_BOOTSTRAP).
 # NATS: $NATS_URL if it answers with JetStream, else the local server on 127.0.0.1:4222 if it
 # has JetStream, else a private nats-server (port 14222, data under .state/nats).
 # ZooKeeper: $ZOOKEEPER_ADDR if it answers `ruok`, else a private ZooKeeperServerMain from
@@ -327,6 +336,11 @@ postgres_up() {
     say "postgres: using the local server on 127.0.0.1:5432"
     PG_URL=$LOCAL_URL; return
   fi
+  local private_url=postgres://postgres@127.0.0.1:$PRIVATE_PORT/postgres
+  if pg_reachable "$private_url"; then
+    say "postgres: using the private cluster on $PRIVATE_PORT"
+    PG_URL=$private_url; return
+  fi
   if command -v pg_ctlcluster >/dev/null 2>&1 && [ -n "$(ls /etc/postgresql 2>/dev/null)" ]; then
     local version; version=$(ls /etc/postgresql | sort -V | tail -n 1)
     say "postgres: starting the local cluster $version/main"
@@ -337,15 +351,14 @@ postgres_up() {
         echo "cluster $version" > "$STATE/pg.started"
         PG_URL=$LOCAL_URL; return
       fi
+      # It runs but refuses $LOCAL_URL (Debian's pg_hba asks a password over TCP): stop
+      # what we started and use a private cluster of our own.
+      pg_ctlcluster --skip-systemctl-redirect "$version" main stop 2>/dev/null \
+        || pg_ctlcluster "$version" main stop 2>/dev/null || true
     fi
-    say "postgres: the local cluster did not come up on 5432"
+    say "postgres: the local cluster does not answer $LOCAL_URL; using a private cluster"
   fi
-  local private_url=postgres://postgres@127.0.0.1:$PRIVATE_PORT/postgres
-  if pg_reachable "$private_url"; then
-    say "postgres: using the private cluster on $PRIVATE_PORT"
-  else
-    start_private_cluster
-  fi
+  start_private_cluster
   PG_URL=$private_url
 }
 
@@ -356,11 +369,39 @@ broker_alive() {
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
 }
 
-broker_up() {
-  if [ -n "${KAFKA_BROKERS:-}" ]; then
-    say "kafka: using KAFKA_BROKERS=$KAFKA_BROKERS (no fault injection)"
+# Apache Kafka, shared by every test and benchmark: the caller's KAFKA_BROKERS, else ours.
+KAFKA_NODES=1
+kafka_up() {
+  local dir=$STATE/kafka port=19092
+  if [ "$KAFKA_NODES" -gt 1 ]; then dir=$STATE/kafka-cluster; port=19192; fi
+  local ours=""
+  [ -f "$dir/nodes" ] && ours=$("$ROOT/scripts/kafka.sh" bootstrap "$dir")
+  if [ -n "${KAFKA_BROKERS:-}" ] && [ "$KAFKA_BROKERS" != "$ours" ] \
+     && ! grep -qx "$KAFKA_BROKERS" "$STATE"/kafka*/bootstrap 2>/dev/null; then
+    say "kafka: using KAFKA_BROKERS=$KAFKA_BROKERS"
     return
   fi
+  local was_running=0
+  [ -n "$ours" ] && [ "$("$ROOT/scripts/kafka.sh" brokers "$dir")" -ge "$KAFKA_NODES" ] && was_running=1
+  KAFKA_BROKERS=$("$ROOT/scripts/kafka.sh" up "$dir" "$port" "$KAFKA_NODES")
+  echo "$KAFKA_BROKERS" > "$dir/bootstrap"
+  if [ "$was_running" = 0 ]; then
+    echo "$dir" >> "$STATE/kafka.started"
+    sort -u -o "$STATE/kafka.started" "$STATE/kafka.started"
+  fi
+}
+
+# private_kafka up|down DIR PORT [N]: a cluster of the caller's own; `up` prints its bootstrap.
+private_kafka() {
+  case "$1" in
+    up) "$ROOT/scripts/kafka.sh" up "$2" "$3" "${4:-1}" ;;
+    down) "$ROOT/scripts/kafka.sh" down "$2" ;;
+    *) say "private-kafka: up|down"; exit 2 ;;
+  esac
+}
+
+# The embedded broker (librdkafka's mock cluster): for injected faults, and `bench --embedded`.
+broker_up() {
   say "kafka: building the embedded broker"
   (cd "$ROOT" && cargo build -q -p testkit --bin embedded-broker)
   local target=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -422,13 +463,10 @@ write_env() {
     echo "export ZOOKEEPER_ADDR=$ZOOKEEPER_ADDR"
     echo "export ETCD_ENDPOINTS=$ETCD_ENDPOINTS"
     if [ -n "${TANSU_BROKERS:-}" ]; then echo "export TANSU_BROKERS=$TANSU_BROKERS"; fi
-    if [ -n "${KAFKA_BROKERS:-}" ]; then
-      echo "export KAFKA_BROKERS=$KAFKA_BROKERS"
-    else
-      local bootstrap
-      bootstrap=$(sed -n 's/.*"bootstrap": *"\([^"]*\)".*/\1/p' "$STATE/broker/broker.json")
-      echo "export HARVEST_EMBEDDED_BOOTSTRAP=$bootstrap"
-    fi
+    echo "export KAFKA_BROKERS=$KAFKA_BROKERS"
+    local bootstrap
+    bootstrap=$(sed -n 's/.*"bootstrap": *"\([^"]*\)".*/\1/p' "$STATE/broker/broker.json")
+    echo "export HARVEST_EMBEDDED_BOOTSTRAP=$bootstrap"
   } > "$ENV_FILE"
 }
 
@@ -436,6 +474,7 @@ cmd_up() {
   cmd_tools
   postgres_up
   mariadb_up
+  kafka_up
   broker_up
   nats_up
   zookeeper_up
@@ -473,6 +512,14 @@ cmd_down() {
     stop_broker
     rm -f "$STATE/broker.started"
   fi
+  if [ -f "$STATE/kafka.started" ]; then
+    local dir
+    while read -r dir; do
+      say "kafka: stopping $dir"
+      "$ROOT/scripts/kafka.sh" down "$dir"
+    done < "$STATE/kafka.started"
+    rm -f "$STATE/kafka.started"
+  fi
   if [ -f "$STATE/pg.started" ]; then
     local how; how=$(cat "$STATE/pg.started")
     case "$how" in
@@ -492,7 +539,11 @@ cmd_down() {
 
 case "${1:-}" in
   up) shift; withs=(); while [ $# -gt 0 ]; do
-        case "$1" in --with) withs+=("${2:?--with what}"); shift 2 ;; *) echo "up: unknown $1" >&2; exit 2 ;; esac
+        case "$1" in
+          --with) withs+=("${2:?--with what}"); shift 2 ;;
+          --kafka-cluster) KAFKA_NODES=${2:?--kafka-cluster N}; shift 2 ;;
+          *) echo "up: unknown $1" >&2; exit 2 ;;
+        esac
       done; cmd_up "${withs[@]}" ;;
   down) cmd_down ;;
   tools) cmd_tools ;;
@@ -501,6 +552,7 @@ case "${1:-}" in
   private-zookeeper) private_zookeeper "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
   private-etcd) private_etcd "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
   private-mariadb) private_mariadb "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
+  private-kafka) private_kafka "${2:?up|down}" "${3:?data dir}" "${4:-}" "${5:-1}" ;;
   env) [ -f "$ENV_FILE" ] && cat "$ENV_FILE" || { say "not up; run: $0 up"; exit 1; } ;;
-  *) echo "usage: $0 up|down|env|tools|private up|restart|down DIR PORT|private-nats|private-zookeeper|private-etcd|private-mariadb up|down DIR PORT" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--kafka-cluster N] [--with tansu]|down|env|tools|private up|restart|down DIR PORT|private-nats|private-zookeeper|private-etcd|private-mariadb|private-kafka up|down DIR PORT" >&2; exit 2 ;;
 esac

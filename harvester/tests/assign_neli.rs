@@ -72,7 +72,7 @@ struct Group {
 impl Group {
     async fn new(prefix: &str, partitions: u16, heartbeat_timeout: Duration) -> Group {
         testkit::init_tracing();
-        let broker = Broker::discover().unwrap().isolated(1).unwrap();
+        let broker = Broker::discover().unwrap();
         let group = names::unique(prefix);
         broker
             .create_topic(&format!("{group}.neli-buckets"), i32::from(partitions))

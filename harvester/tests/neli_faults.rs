@@ -1,5 +1,6 @@
-//! NELI under broker faults, on an isolated cluster of the embedded broker: the leader fences
-//! itself within the heartbeat timeout and leads again (new term) when the broker is back.
+//! NELI under broker faults: the leader fences itself within the heartbeat timeout and leads
+//! again (new term) when the broker is back. Request errors and a downed broker on an isolated
+//! cluster of the mock; a paused (SIGSTOP) Apache Kafka broker of the test's own.
 
 use std::time::{Duration, Instant};
 
@@ -18,9 +19,11 @@ async fn next_event(events: &mut EventStream, timeout: Duration) -> ElectionEven
 }
 
 async fn leader_on_isolated_cluster(prefix: &str) -> (Broker, Neli, EventStream, Term) {
+    leader_on(Broker::mock().unwrap().isolated(1).unwrap(), prefix).await
+}
+
+async fn leader_on(broker: Broker, prefix: &str) -> (Broker, Neli, EventStream, Term) {
     testkit::init_tracing();
-    let shared = Broker::discover().unwrap();
-    let broker = shared.isolated(1).unwrap();
     let group = names::unique(prefix);
     broker
         .create_topic(&format!("{group}.neli"), 1)
@@ -81,6 +84,36 @@ async fn broker_down_fences_within_heartbeat_timeout_and_recovers() {
     })
     .await;
     println!("broker down: fenced after {fenced_after:?} (heartbeat timeout {HT:?}); leads again with a new term");
+    assert!(
+        fenced_after <= HT + Duration::from_millis(500),
+        "fenced after {fenced_after:?}"
+    );
+    assert_ne!(first, second, "a recovered leader gets a new term");
+    assert!(neli.is_leader());
+    neli.close();
+    neli.closed().await.unwrap();
+}
+
+/// A paused broker (SIGSTOP: connections stay open, nothing is answered) is the real fault
+/// nearest the mock's downed broker: heartbeats go unanswered and the leader fences itself by
+/// its own deadline, then leads again with a new term once the broker resumes.
+#[tokio::test]
+async fn real_broker_paused_fences_within_heartbeat_timeout_and_recovers() {
+    use testkit::broker::{NodeAction, PrivateKafka};
+    let cluster = std::sync::Arc::new(
+        tokio::task::spawn_blocking(|| PrivateKafka::start(1))
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    let (_broker, neli, mut events, first) = leader_on(cluster.broker(), "nelipause").await;
+    let paused_at = Instant::now();
+    cluster.node(1, NodeAction::Pause).unwrap();
+    let (fenced_after, second) = fence_then_recover(&neli, &mut events, paused_at, || {
+        cluster.node(1, NodeAction::Resume).unwrap()
+    })
+    .await;
+    println!("real broker paused: fenced after {fenced_after:?} (heartbeat timeout {HT:?}); leads again with a new term");
     assert!(
         fenced_after <= HT + Duration::from_millis(500),
         "fenced after {fenced_after:?}"

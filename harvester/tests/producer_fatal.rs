@@ -35,9 +35,7 @@ async fn a_producer_whose_deliveries_all_fail_is_replaced_in_snapshot_mode() {
 }
 
 async fn replaced_without_loss_or_reorder(backend: Backend) {
-    let Some(world) = World::with_faults(backend, "hvstuck").await else {
-        return;
-    };
+    let world = World::with_faults(backend, "hvstuck").await;
     let mut config = world.config();
     config.limits.producer_stall_timeout = Duration::from_secs(2);
     // The mock elector: a NELI member would fence itself, its heartbeats being produces too.

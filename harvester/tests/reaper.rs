@@ -423,3 +423,75 @@ logging:
     assert_eq!(printed.logging.level, "debug");
     assert!(!out.contains("hunter2") && !out.contains("s3cret"), "{out}");
 }
+
+/// An independent reader: what the reaper published is read back by Kafka's own Java console
+/// consumer (the broker's jars), not by our verifier: every record once, its key, value and
+/// headers as written, each key on one partition, and each key's records in order there.
+#[tokio::test]
+async fn the_java_console_consumer_reads_what_the_reaper_published() {
+    use harvester::outbox::StashRecord;
+    use std::collections::HashMap;
+    use testkit::envelope;
+
+    let world = Arc::new(World::new("rjava", 4).await);
+    assert!(
+        !world.broker.supports_faults(),
+        "KAFKA_BROKERS must name a real broker (scripts/services.sh up starts one)"
+    );
+    world.migrate().await;
+    let mut reaper = Reaper::spawn("r", &world.reaper_config(|_| {})).await;
+    let (keys, per_key) = (12usize, 25u64);
+    for seq in 0..per_key {
+        let records: Vec<_> = (0..keys)
+            .map(|k| {
+                let key = format!("key-{k}");
+                let mut r = StashRecord::new(&world.topic, key.clone(), format!("{key}#{seq}"));
+                for (name, value) in envelope::headers(&world.run, seq) {
+                    r = r.header(name, value);
+                }
+                r
+            })
+            .collect();
+        world.stash(&records).await;
+    }
+    world.drained().await;
+    let (bootstrap, topic) = (world.broker.bootstrap().to_owned(), world.topic.clone());
+    let total = keys * per_key as usize;
+    let read = tokio::task::spawn_blocking(move || {
+        testkit::broker::console::read_all(&bootstrap, &topic, total, Duration::from_secs(30))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    reaper.proc.signal(Signal::Term).unwrap();
+    reaper
+        .proc
+        .wait_exit(Duration::from_secs(20))
+        .expect("it exits");
+    assert_eq!(read.len(), total, "every record once: {read:?}");
+    let mut by_partition: Vec<_> = read.iter().collect();
+    by_partition.sort_by_key(|r| (r.partition, r.offset));
+    let mut next: HashMap<&str, (i32, u64)> = HashMap::new();
+    for r in by_partition {
+        assert_eq!(
+            r.header(envelope::RUN_HEADER),
+            Some(world.run.as_str()),
+            "{r:?}"
+        );
+        let seq: u64 = r.header(envelope::SEQ_HEADER).unwrap().parse().unwrap();
+        assert_eq!(r.value, format!("{}#{seq}", r.key), "{r:?}");
+        let (partition, expected) = next.entry(r.key.as_str()).or_insert((r.partition, 0));
+        assert_eq!(
+            *partition, r.partition,
+            "a key stays on one partition: {r:?}"
+        );
+        assert_eq!(seq, *expected, "each key in order, once: {r:?}");
+        *expected += 1;
+    }
+    assert_eq!(next.len(), keys);
+    assert!(next.values().all(|(_, n)| *n == per_key));
+    println!(
+        "the Java console consumer read {total} records of {keys} keys over {} partitions, in order",
+        next.values().map(|(p, _)| p).collect::<std::collections::BTreeSet<_>>().len()
+    );
+}

@@ -25,6 +25,19 @@ pub const PRODUCE: Faults = Faults {
     errors: &["INVALID_RECORD", "NOT_LEADER_FOR_PARTITION"],
 };
 
+/// Produce requests refused with INVALID_RECORD alone: "suspect" to the harvester, and with the
+/// gapless guarantee fatal to the producer. A retriable error (NOT_LEADER_FOR_PARTITION) is left
+/// out because the mock, which checks no sequence numbers for idempotent producers, may then
+/// acknowledge a later request of the partition while the refused one is never written, and
+/// librdkafka takes the refused records as implicitly acknowledged (a loss the mock makes, not
+/// the harvester; a real broker answers OUT_OF_ORDER_SEQUENCE_NUMBER). It stays rare in
+/// [`PRODUCE`]'s tests, whose requests carry more records than librdkafka keeps in flight per
+/// partition; a key with many records in flight (pipelined) sends smaller ones.
+pub const REFUSED: Faults = Faults {
+    api: "Produce",
+    errors: &["INVALID_RECORD"],
+};
+
 /// A transactional producer's registration of a partition with its transaction: the
 /// transaction can then only abort. Only the outbox's transactional producers send these, and
 /// no record of the partition has been written yet, so librdkafka need not bump its epoch (after

@@ -9,6 +9,7 @@ pub mod contract;
 pub mod faults;
 pub mod held;
 pub mod mssql;
+pub mod real;
 pub mod reaper;
 
 use std::sync::Arc;
@@ -87,10 +88,28 @@ impl World {
         partitions: i32,
         broker: Broker,
     ) -> World {
+        Self::with_topic_configs(backend, prefix, partitions, broker, &[]).await
+    }
+
+    /// A world whose topic has topic-level `configs` (a real broker only).
+    pub async fn with_topic_configs(
+        backend: Backend,
+        prefix: &str,
+        partitions: i32,
+        broker: Broker,
+        configs: &[(&str, &str)],
+    ) -> World {
         testkit::init_tracing();
         let db = Db::create(backend, prefix).await;
         let topic = names::topic(prefix);
-        broker.create_topic(&topic, partitions).await.unwrap();
+        if configs.is_empty() {
+            broker.create_topic(&topic, partitions).await.unwrap();
+        } else {
+            broker
+                .create_topic_with(&topic, partitions, configs)
+                .await
+                .unwrap();
+        }
         let group = names::unique(prefix);
         broker
             .create_topic(&format!("{group}.neli"), 1)
@@ -106,18 +125,15 @@ impl World {
         }
     }
 
-    /// A migrated world on a cluster of its own in the embedded broker, for a test that
-    /// injects broker faults; `None` (the test is skipped, and says so) on a broker that cannot
-    /// inject them.
-    pub async fn with_faults(backend: Backend, prefix: &str) -> Option<World> {
-        let shared = Broker::discover().unwrap();
-        if !shared.supports_faults() {
-            eprintln!("skipped: fault injection needs the embedded broker");
-            return None;
-        }
-        let world = World::on_broker(backend, prefix, 4, shared.isolated(1).unwrap()).await;
+    /// A migrated world on a cluster of its own in the embedded broker (librdkafka's mock,
+    /// started beside the real broker by `scripts/services.sh`), for a test that injects
+    /// request errors only the mock can inject; a real fault's counterpart runs on a
+    /// [`testkit::broker::PrivateKafka`] cluster.
+    pub async fn with_faults(backend: Backend, prefix: &str) -> World {
+        let mock = Broker::mock().unwrap();
+        let world = World::on_broker(backend, prefix, 4, mock.isolated(1).unwrap()).await;
         world.migrate().await;
-        Some(world)
+        world
     }
 
     pub fn config(&self) -> Config {

@@ -1,11 +1,16 @@
 //! Finding and driving the Kafka-protocol broker that tests and benchmarks talk to.
 //!
-//! `KAFKA_BROKERS` names an external cluster (topics are created with the admin API; faults cannot
-//! be injected). Otherwise the embedded broker started by `scripts/services.sh` is found through
-//! its state file, which also gives the control port used for topic creation and fault injection.
+//! `KAFKA_BROKERS` names the cluster every test and benchmark runs on: Apache Kafka started by
+//! `scripts/services.sh`, or the user's own (topics are created with the admin API). Faults are
+//! injected into the embedded broker (librdkafka's mock cluster, also started by
+//! `scripts/services.sh`), found through its state file, which also gives the control port used
+//! for topic creation and fault injection: [`Broker::mock`]. Without `KAFKA_BROKERS`,
+//! [`Broker::discover`] falls back to the mock too.
 
+pub mod console;
 pub mod host;
 pub mod limits;
+pub mod private;
 pub mod protocol;
 
 use std::io::{BufRead, BufReader, Write};
@@ -18,6 +23,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::ClientConfig;
 
+pub use private::{NodeAction, PrivateKafka};
 pub use protocol::{BrokerInfo, Command, Reply, Request};
 
 use crate::TestkitError;
@@ -75,13 +81,19 @@ impl Broker {
         }
     }
 
-    /// `KAFKA_BROKERS` if set, else the embedded broker's state file.
+    /// `KAFKA_BROKERS` (from the environment, else `.state/services.env`), else the embedded
+    /// broker.
     pub fn discover() -> Result<Self, TestkitError> {
-        if let Ok(bootstrap) = std::env::var("KAFKA_BROKERS") {
-            if !bootstrap.trim().is_empty() {
-                return Ok(Broker::external(&bootstrap));
-            }
+        let bootstrap = crate::coord::address("KAFKA_BROKERS", "");
+        if !bootstrap.trim().is_empty() {
+            return Ok(Broker::external(bootstrap.trim()));
         }
+        Self::mock()
+    }
+
+    /// The embedded broker (librdkafka's mock cluster), whatever `KAFKA_BROKERS` says: for the
+    /// tests that inject faults (through [`Broker::isolated`] clusters).
+    pub fn mock() -> Result<Self, TestkitError> {
         let path = state_file();
         let bytes = std::fs::read(&path).map_err(|e| {
             TestkitError::Broker(format!(
@@ -172,10 +184,30 @@ impl Broker {
                 partitions,
             });
         }
+        self.create_topic_with(name, partitions, &[]).await
+    }
+
+    /// Creates a topic with topic-level `configs` (`max.message.bytes`, ...) on a real cluster;
+    /// succeeds if it already exists. The mock takes no topic configs: an error there.
+    pub async fn create_topic_with(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) -> Result<(), TestkitError> {
+        if self.embedded.is_some() && !configs.is_empty() {
+            return Err(TestkitError::Broker(
+                "the embedded broker takes no topic configs".into(),
+            ));
+        }
         let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .create()?;
-        let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        // -1: the cluster's default.replication.factor (3 on the 3-broker cluster).
+        let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(-1));
+        for (key, value) in configs {
+            topic = topic.set(key, value);
+        }
         let results = admin.create_topics([&topic], &AdminOptions::new()).await?;
         for result in results {
             match result {

@@ -1,0 +1,175 @@
+//! An Apache Kafka cluster of a test's own (`scripts/kafka.sh`), for the faults only a real
+//! cluster has: a broker stopped, killed, or paused (SIGSTOP) until requests time out. The
+//! shared broker is never taken away; a test that needs to is given one of these.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rand::Rng;
+
+use crate::{names, state_dir, TestkitError};
+
+use super::Broker;
+
+/// What happens to one node of a [`PrivateKafka`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeAction {
+    /// SIGTERM: a controlled shutdown (leadership moves first).
+    Stop,
+    /// SIGKILL: a crash.
+    Kill,
+    /// Starts it again on its data.
+    Start,
+    /// SIGSTOP: it holds its connections and answers nothing.
+    Pause,
+    /// SIGCONT.
+    Resume,
+}
+
+impl NodeAction {
+    fn word(self) -> &'static str {
+        match self {
+            NodeAction::Stop => "stop",
+            NodeAction::Kill => "kill",
+            NodeAction::Start => "start",
+            NodeAction::Pause => "pause",
+            NodeAction::Resume => "resume",
+        }
+    }
+}
+
+/// `nodes` combined broker+controller nodes on loopback, data under `.state/private/`; stopped
+/// and removed on drop. With 3 or more nodes, topics and the internal topics have replication 3
+/// and `min.insync.replicas` 2.
+#[derive(Debug)]
+pub struct PrivateKafka {
+    dir: PathBuf,
+    nodes: u16,
+    bootstrap: String,
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka.sh")
+}
+
+fn kafka_sh(args: &[&str]) -> Result<String, TestkitError> {
+    let out = Command::new(script()).args(args).output()?;
+    if !out.status.success() {
+        return Err(TestkitError::Server(format!(
+            "scripts/kafka.sh {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// A base port below the ephemeral range (so no outgoing connection holds one of them) whose
+/// every node's client and controller ports are free now.
+fn free_base(nodes: u16) -> Result<u16, TestkitError> {
+    let mut rng = rand::thread_rng();
+    for _ in 0..100 {
+        let base = rng.gen_range(200..300u16) * 100;
+        let free = (0..nodes).all(|i| {
+            let p = base + 100 * i;
+            TcpListener::bind(("127.0.0.1", p)).is_ok()
+                && TcpListener::bind(("127.0.0.1", p + 1)).is_ok()
+        });
+        if free {
+            return Ok(base);
+        }
+    }
+    Err(TestkitError::Server(
+        "no free ports for a Kafka cluster".into(),
+    ))
+}
+
+impl PrivateKafka {
+    /// Starts the cluster and waits until a metadata request lists every broker.
+    pub fn start(nodes: u16) -> Result<PrivateKafka, TestkitError> {
+        let dir = state_dir().join("private").join(names::unique("kafka"));
+        let base = free_base(nodes)?;
+        let mut cluster = PrivateKafka {
+            dir,
+            nodes,
+            bootstrap: String::new(),
+        };
+        cluster.bootstrap = kafka_sh(&[
+            "up",
+            &cluster.dir.display().to_string(),
+            &base.to_string(),
+            &nodes.to_string(),
+        ])?;
+        Ok(cluster)
+    }
+
+    /// Every node's client address, comma-separated.
+    pub fn bootstrap(&self) -> &str {
+        &self.bootstrap
+    }
+
+    /// The cluster as a [`Broker`] (topic creation, the verifying consumer).
+    pub fn broker(&self) -> Broker {
+        Broker::external(&self.bootstrap)
+    }
+
+    /// How many nodes it was started with.
+    pub fn nodes(&self) -> u16 {
+        self.nodes
+    }
+
+    /// Node `node` (1-based)'s client address.
+    pub fn address(&self, node: u16) -> &str {
+        self.bootstrap
+            .split(',')
+            .nth(usize::from(node.saturating_sub(1)))
+            .unwrap_or_default()
+    }
+
+    /// Stops, kills, starts, pauses or resumes node `node` (1-based). Returns once the signal
+    /// is delivered (a stop or kill: once the process is gone).
+    pub fn node(&self, node: u16, action: NodeAction) -> Result<(), TestkitError> {
+        kafka_sh(&[
+            "node",
+            action.word(),
+            &self.dir.display().to_string(),
+            &node.to_string(),
+        ])
+        .map(|_| ())
+    }
+
+    /// Brokers a metadata request lists unfenced now.
+    pub fn live_brokers(&self) -> Result<u16, TestkitError> {
+        let n = kafka_sh(&["brokers", &self.dir.display().to_string()])?;
+        n.parse()
+            .map_err(|_| TestkitError::Server(format!("kafka.sh brokers said {n:?}")))
+    }
+
+    /// The node leading `partition` of `topic` now (from the brokers' own metadata).
+    pub fn leader_of(&self, topic: &str, partition: i32) -> Result<u16, TestkitError> {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()?;
+        let metadata = consumer.fetch_metadata(Some(topic), std::time::Duration::from_secs(10))?;
+        metadata
+            .topics()
+            .iter()
+            .flat_map(|t| t.partitions())
+            .find(|p| p.id() == partition)
+            .and_then(|p| u16::try_from(p.leader()).ok())
+            .ok_or_else(|| TestkitError::Broker(format!("no leader for {topic}/{partition}")))
+    }
+}
+
+impl Drop for PrivateKafka {
+    fn drop(&mut self) {
+        let dir = self.dir.display().to_string();
+        for node in 1..=self.nodes {
+            let _ = kafka_sh(&["node", "resume", &dir, &node.to_string()]);
+        }
+        let _ = kafka_sh(&["down", &dir]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
