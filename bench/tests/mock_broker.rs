@@ -36,7 +36,7 @@ async fn produce_under(
     records: u64,
     producers: usize,
 ) -> (u64, u64, testkit::Report) {
-    let broker = Broker::discover().unwrap().isolated(1).unwrap();
+    let broker = Broker::mock().unwrap().isolated(1).unwrap();
     let topic = names::topic("mock");
     broker.create_topic(&topic, 4).await.unwrap();
     let run = names::unique("run");

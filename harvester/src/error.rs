@@ -50,6 +50,16 @@ pub enum Error {
         source: rdkafka::error::KafkaError,
     },
 
+    /// No broker of `kafka."bootstrap.servers"` answered a metadata request within
+    /// `limits.connect_timeout`: the addresses are wrong or down, are not Kafka, or expect
+    /// another `security.protocol`.
+    #[error("kafka: no broker at kafka.\"bootstrap.servers\" = {bootstrap:?} answered a metadata request within {after:?} (limits.connect_timeout): {reason}; check the addresses, that they are Kafka brokers, and the listener's security.protocol")]
+    KafkaUnreachable {
+        bootstrap: String,
+        after: std::time::Duration,
+        reason: String,
+    },
+
     /// A database operation failed.
     #[error("database: cannot {action}")]
     Database {
@@ -120,6 +130,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// The configuration problems behind this error, also when an elector or assignor ended
+    /// with them (e.g. a group session the cluster refused): a caller exits as for a bad config.
+    pub fn config_problems(&self) -> Option<&[ConfigProblem]> {
+        match self {
+            Error::InvalidConfig(problems) => Some(problems),
+            Error::Election { source, .. } => source.config_problems(),
+            _ => None,
+        }
+    }
+
     pub(crate) fn kafka(
         action: impl Into<String>,
     ) -> impl FnOnce(rdkafka::error::KafkaError) -> Error {

@@ -82,6 +82,37 @@ impl KafkaConfig {
         }
     }
 
+    /// Waits up to `bound` for a broker of `bootstrap.servers` to answer a metadata request:
+    /// a harvester starts only against a cluster it can reach, and an address that is wrong,
+    /// down, not Kafka, or behind another security protocol fails here naming the setting,
+    /// instead of as retries in the log.
+    pub async fn reach(&self, bound: std::time::Duration) -> Result<(), crate::Error> {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let config = self
+            .client_config("kafka", "connection check", &[])
+            .map_err(crate::Error::InvalidConfig)?;
+        let bootstrap = self.get("bootstrap.servers").unwrap_or_default().to_owned();
+        let answer = tokio::task::spawn_blocking(move || {
+            let consumer: BaseConsumer = config.create().map_err(|e| e.to_string())?;
+            consumer
+                .fetch_metadata(None, bound)
+                .map(|m| m.brokers().len())
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        match answer {
+            Ok(brokers) if brokers > 0 => Ok(()),
+            Ok(_) => Err(unreachable(
+                &bootstrap,
+                bound,
+                "the cluster listed no brokers",
+            )),
+            Err(why) => Err(unreachable(&bootstrap, bound, &why)),
+        }
+    }
+
     /// Problems with the map itself (checked by `validate()`).
     pub fn problems(&self, field: &str) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();
@@ -173,5 +204,13 @@ mod tests {
         let cfg = KafkaConfig::with_bootstrap("b").set("sasl.password", "hunter2");
         assert_eq!(cfg.redacted()["sasl.password"], "<redacted>");
         assert_eq!(cfg.redacted()["bootstrap.servers"], "b");
+    }
+}
+
+fn unreachable(bootstrap: &str, after: std::time::Duration, reason: &str) -> crate::Error {
+    crate::Error::KafkaUnreachable {
+        bootstrap: bootstrap.to_owned(),
+        after,
+        reason: reason.to_owned(),
     }
 }

@@ -28,7 +28,7 @@ async fn start(world: &World, assignor: &MockAssignor) -> HarvesterHandle {
     // purges) 1 s did not always allow, and the member then fell back to a restart. The leader
     // settings (unused: the mock assignor coordinates) get the production heartbeat, whose
     // revoke timeout the drain bound must stay below.
-    config.limits.drain_timeout = harvester::config::Limits::default().drain_timeout;
+    config.limits.drain_timeout = Some(harvester::config::DEFAULT_DRAIN_TIMEOUT);
     config.leader = harvester::election::neli::NeliConfig {
         heartbeat_timeout: Duration::from_secs(5),
         ..Default::default()

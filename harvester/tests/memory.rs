@@ -78,7 +78,7 @@ impl Bed {
             limits: Limits {
                 send_concurrency: 2.into(),
                 mark_query_records: 10.into(),
-                drain_timeout: Duration::from_secs(1),
+                drain_timeout: Some(Duration::from_secs(1)),
                 io_error_backoff: Duration::from_millis(50),
                 idle_poll_interval: Duration::from_millis(100),
                 min_metrics_interval: Duration::from_millis(100),
@@ -442,7 +442,7 @@ async fn a_revoke_waits_for_its_buckets_records_while_the_others_keep_flowing() 
     // The production drain bound: the narrowing must finish within it, and a busy machine can
     // take more than the bed's 1 s once the purge is released.
     let mut config = bed.config();
-    config.limits.drain_timeout = Limits::default().drain_timeout;
+    config.limits.drain_timeout = Some(harvester::config::DEFAULT_DRAIN_TIMEOUT);
     let member = |assignor: &MockAssignor| {
         let (config, store, assignor) = (
             config.clone(),

@@ -495,3 +495,90 @@ async fn the_java_console_consumer_reads_what_the_reaper_published() {
         next.values().map(|(p, _)| p).collect::<std::collections::BTreeSet<_>>().len()
     );
 }
+
+/// A NELI session (3 x heartbeat_timeout) below the cluster's `group.min.session.timeout.ms` is
+/// refused by the broker; the reaper exits 2 (bad configuration) naming the setting and both
+/// values instead of retrying the join for ever. The test broker's minimum is 1000 ms
+/// (scripts/kafka.sh); 300 ms gives a 900 ms session.
+#[tokio::test]
+async fn a_session_below_the_clusters_minimum_exits_2_naming_both_values() {
+    let world = World::new("rsess", 1).await;
+    assert!(
+        !world.broker.supports_faults(),
+        "KAFKA_BROKERS must name a real broker (scripts/services.sh up starts one)"
+    );
+    world.migrate().await;
+    let mut config = world.config();
+    if let harvester::config::LeaderConfig::Neli(neli) = &mut config.leader {
+        neli.heartbeat_timeout = Duration::from_millis(300);
+        neli.min_poll_interval = Duration::from_millis(50);
+    }
+    config.limits.drain_timeout = None;
+    config.validate().unwrap();
+    let file = TempFile::write(
+        &format!("{}-session.toml", world.group),
+        &toml::to_string(&config).unwrap(),
+    );
+    let started = Instant::now();
+    let (code, _, stderr) =
+        tokio::task::spawn_blocking(move || run_to_end(&["--config", file.path()]))
+            .await
+            .unwrap();
+    println!("exit {code} after {:?}: {stderr}", started.elapsed());
+    assert_eq!(code, 2, "{stderr}");
+    for text in [
+        "leader.heartbeat_timeout",
+        "900 ms",
+        "group.min.session.timeout.ms is 1000",
+    ] {
+        assert!(stderr.contains(text), "{text:?} in {stderr}");
+    }
+}
+
+/// A bootstrap list that reaches no Kafka broker (a closed port; a server that is not Kafka)
+/// fails the reaper's start within `limits.connect_timeout` plus a margin for the process's
+/// own start, naming the setting and the address; the outbox is left as it was.
+#[tokio::test]
+async fn a_bootstrap_that_reaches_no_kafka_fails_within_the_connect_bound() {
+    let world = World::new("rreach", 1).await;
+    world.migrate().await;
+    world.write(3, 2, 3).await;
+    // A port nothing listens on, and a server that answers Kafka's first request with HTTP.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let foreign = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let foreign_addr = foreign.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        while let Ok((mut s, _)) = foreign.accept().await {
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+        }
+    });
+    let bound = Duration::from_secs(3);
+    let margin = Duration::from_secs(5);
+    for address in [closed.to_string(), foreign_addr.to_string()] {
+        let mut config = world.config();
+        config.kafka = harvester::config::KafkaConfig::with_bootstrap(&address);
+        config.limits.connect_timeout = bound;
+        let file = TempFile::write(
+            &format!("{}-reach.toml", testkit::names::unique("cfg")),
+            &toml::to_string(&config).unwrap(),
+        );
+        let started = Instant::now();
+        let (code, _, stderr) =
+            tokio::task::spawn_blocking(move || run_to_end(&["--config", file.path()]))
+                .await
+                .unwrap();
+        let took = started.elapsed();
+        println!("{address}: exit {code} after {took:?}: {stderr}");
+        assert_eq!(code, 1, "{stderr}");
+        assert!(
+            stderr.contains("kafka.\"bootstrap.servers\"") && stderr.contains(&address),
+            "names the setting and the address: {stderr}"
+        );
+        assert!(took < bound + margin, "{took:?}");
+    }
+    assert_eq!(world.outbox_rows().await, 6, "nothing deleted");
+}

@@ -534,3 +534,43 @@ async fn the_stasher_writes_goharvest_tables_too() {
     report.assert_correct();
     assert_eq!(report.delivered, 50);
 }
+
+/// A row for a topic that does not exist, on a cluster that does not create topics on demand
+/// (`auto.create.topics.enable=false`, as the test broker runs): it cannot be published, so it
+/// goes to the quarantine with a reason naming the row and the topic, while the rows around it
+/// flow; nothing of it is deleted as if delivered.
+#[tokio::test]
+async fn a_row_for_a_missing_topic_is_quarantined_naming_the_topic() {
+    let world = World::new("hvnotopic", 4).await;
+    assert!(
+        !world.broker.supports_faults(),
+        "KAFKA_BROKERS must name a real broker (scripts/services.sh up starts one)"
+    );
+    world.migrate().await;
+    let missing = testkit::names::topic("missing");
+    world.write(5, 3, 5).await;
+    let id = world
+        .stash(&[StashRecord::new(&missing, "k", "nowhere to go")])
+        .await[0];
+    world.write_keys("after", 5, 3, 5).await;
+    let started = std::time::Instant::now();
+    let handle = world.start(world.config()).await;
+    let report = world.verify(Duration::from_secs(60)).await;
+    world.drained().await;
+    let stats = handle.harvester.stats();
+    handle.stop().await.unwrap();
+    let reasons = world.quarantined().await;
+    println!(
+        "missing topic: quarantined after {:?}: {reasons:?}; {report}",
+        started.elapsed()
+    );
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert_eq!(reasons[0].0, id);
+    assert!(
+        reasons[0].1.contains(&format!("row {id}")) && reasons[0].1.contains(&missing),
+        "the reason names the row and the topic: {reasons:?}"
+    );
+    assert_eq!(stats.quarantined, 1);
+    report.assert_correct();
+    assert_eq!(report.delivered, 30, "the rows around it");
+}

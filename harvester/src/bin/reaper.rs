@@ -110,7 +110,7 @@ fn print_json(v: &serde_json::Value) {
 }
 
 fn exit_for(e: &harvester::Error) -> i32 {
-    if matches!(e, harvester::Error::InvalidConfig(_)) {
+    if e.config_problems().is_some() {
         2
     } else {
         1
@@ -152,7 +152,7 @@ async fn main() {
     config.logging.init();
     let listen = config.http.listen;
     let shutdown_bound =
-        config.limits.drain_timeout + config.leader.revoke_timeout() + Duration::from_secs(10);
+        config.drain_timeout() + config.leader.revoke_timeout() + Duration::from_secs(10);
     let harvester = match Harvester::connect(config).await {
         Ok(h) => Arc::new(h),
         Err(e) => {
@@ -184,7 +184,7 @@ async fn main() {
         Ok(()) => std::process::exit(0),
         Err(e) => {
             eprintln!("reaper: {}", harvester::chain(&e));
-            std::process::exit(1);
+            std::process::exit(exit_for(&e));
         }
     }
 }

@@ -85,6 +85,11 @@ impl Default for Config {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
+    /// How long a harvester's start ([`crate::Harvester::connect`], the reaper) waits for a
+    /// broker of `kafka."bootstrap.servers"` to answer a metadata request before it fails
+    /// naming the setting. Default 10s.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
     /// Pause after a database or Kafka I/O error before retrying. Default 500ms.
     #[serde(with = "humantime_serde")]
     pub io_error_backoff: Duration,
@@ -139,9 +144,15 @@ pub struct Limits {
     /// Most ids per purge or reset statement. Default 1000.
     pub purge_batch_records: usize,
     /// On revocation, how long to wait for outstanding deliveries before handing over.
-    /// Default 5s; must stay below `leader.revoke_timeout`.
-    #[serde(with = "humantime_serde")]
-    pub drain_timeout: Duration,
+    /// Default (unset): 5s, or 3/4 of the leader's revoke timeout where that is less (a
+    /// `leader.heartbeat_timeout` below 3⅓s shortens it); set, it must stay below the revoke
+    /// timeout. [`Config::drain_timeout`] resolves it.
+    #[serde(
+        default,
+        with = "humantime_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub drain_timeout: Option<Duration>,
     /// Deliveries of a row that fail with an error that may be permanent (unknown topic,
     /// authorisation, invalid record) before it is quarantined. Default 5.
     pub max_delivery_attempts: u32,
@@ -158,6 +169,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
+            connect_timeout: Duration::from_secs(10),
             io_error_backoff: Duration::from_millis(500),
             mark_backoff: Duration::from_millis(10),
             idle_poll_interval: Duration::from_secs(1),
@@ -168,7 +180,7 @@ impl Default for Limits {
             mark_query_records: Adaptive::Auto,
             mark_batch_wait: Duration::from_millis(20),
             purge_batch_records: 1000,
-            drain_timeout: Duration::from_secs(5),
+            drain_timeout: None,
             max_delivery_attempts: 5,
             min_metrics_interval: Duration::from_secs(5),
             producer_stall_timeout: Duration::from_secs(60),
@@ -177,6 +189,12 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// `drain_timeout` as resolved by [`Config::drain_timeout`] (which a harvester stores here
+    /// before any pipeline runs); [`DEFAULT_DRAIN_TIMEOUT`] for limits never resolved.
+    pub fn drain_bound(&self) -> Duration {
+        self.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT)
+    }
+
     /// The least the in-flight window can be: the fixed value, or the floor of `"auto"`.
     pub fn window_floor(&self) -> usize {
         self.max_in_flight_records.or(AUTO_WINDOW_MIN)
@@ -197,6 +215,9 @@ impl Limits {
         })
     }
 }
+
+/// The longest drain a revoked term gets by default ([`Config::drain_timeout`]).
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// librdkafka's names for how long a message may wait before it fails locally.
 const PRODUCER_TIMEOUT_KEYS: [&str; 2] = ["delivery.timeout.ms", "message.timeout.ms"];
@@ -373,10 +394,10 @@ impl Config {
             ));
         }
         let revoke_timeout = self.leader.revoke_timeout();
-        if l.drain_timeout >= revoke_timeout {
+        if let Some(drain) = l.drain_timeout.filter(|d| *d >= revoke_timeout) {
             p.push(ConfigProblem::new(
                 "limits.drain_timeout",
-                format!("({:?}) must be below the revoke timeout ({revoke_timeout:?}) or the hand-off barrier gives up first", l.drain_timeout),
+                format!("({drain:?}) must be below the revoke timeout ({revoke_timeout:?}) or the hand-off barrier gives up first; leave it unset to derive it (3/4 of the revoke timeout, at most 5s)"),
             ));
         }
         p
@@ -438,6 +459,15 @@ impl Config {
         c.kafka = KafkaConfig(c.kafka.redacted());
         c.producer_kafka = KafkaConfig(c.producer_kafka.redacted());
         c
+    }
+
+    /// How long a revoked term waits for its outstanding deliveries: `limits.drain_timeout`,
+    /// else 5s or 3/4 of the leader's revoke timeout, whichever is less, so a shorter
+    /// `leader.heartbeat_timeout` shortens the drain with the barrier instead of being refused.
+    pub fn drain_timeout(&self) -> Duration {
+        self.limits
+            .drain_timeout
+            .unwrap_or_else(|| (self.leader.revoke_timeout() * 3 / 4).min(DEFAULT_DRAIN_TIMEOUT))
     }
 
     /// `Ok` when valid, else every problem.

@@ -185,7 +185,10 @@ mod tests {
         );
         assert_eq!(c.kafka.get("bootstrap.servers"), Some("b:1"));
         assert_eq!(c.kafka.get("compression.type"), Some("lz4"));
-        assert_eq!(c.limits.drain_timeout, std::time::Duration::from_secs(2));
+        assert_eq!(
+            c.limits.drain_timeout,
+            Some(std::time::Duration::from_secs(2))
+        );
         assert_eq!(
             c.leader.neli().unwrap().group_id.as_deref(),
             Some("billing")

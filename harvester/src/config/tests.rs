@@ -30,7 +30,7 @@ fn unknown_fields_are_rejected() {
 #[test]
 fn humane_durations() {
     let c: Config = serde_json::from_str(r#"{"limits": {"drain_timeout": "2s 500ms"}}"#).unwrap();
-    assert_eq!(c.limits.drain_timeout, Duration::from_millis(2500));
+    assert_eq!(c.limits.drain_timeout, Some(Duration::from_millis(2500)));
     assert!(serde_json::from_str::<Config>(r#"{"limits": {"drain_timeout": "soon"}}"#).is_err());
 }
 
@@ -54,11 +54,27 @@ fn every_problem_is_reported_with_field() {
 #[test]
 fn drain_must_fit_inside_the_barrier() {
     let mut c = Config::default();
-    c.limits.drain_timeout = Duration::from_secs(30);
+    c.limits.drain_timeout = Some(Duration::from_secs(30));
     assert!(c
         .problems()
         .iter()
         .any(|p| p.field == "limits.drain_timeout"));
+}
+
+#[test]
+fn an_unset_drain_follows_a_shorter_heartbeat() {
+    // Default NELI (5 s heartbeat, 10 s revoke): the 5 s ceiling.
+    let mut c = Config::default();
+    assert_eq!(c.drain_timeout(), Duration::from_secs(5));
+    // A 2 s heartbeat (4 s revoke) alone is valid: the drain becomes 3 s.
+    c = c
+        .with_overrides([("leader.heartbeat_timeout", "2s")])
+        .unwrap();
+    assert!(c.problems().is_empty(), "{:?}", c.problems());
+    assert_eq!(c.drain_timeout(), Duration::from_secs(3));
+    // Set, it is used as set.
+    c.limits.drain_timeout = Some(Duration::from_secs(1));
+    assert_eq!(c.drain_timeout(), Duration::from_secs(1));
 }
 
 #[test]

@@ -104,11 +104,13 @@ struct RunningTerm {
 }
 
 impl Harvester {
-    /// Validates `config`, connects the store `database.url` names, applies migrations (if
-    /// `database.migrate`), and starts contending for leadership with the elector `leader`
+    /// Validates `config`, checks that the Kafka cluster answers (within
+    /// `limits.connect_timeout`), connects the store `database.url` names, applies migrations
+    /// (if `database.migrate`), and starts contending for leadership with the elector `leader`
     /// names.
     pub async fn connect(config: Config) -> Result<Self> {
         config.validate()?;
+        config.kafka.reach(config.limits.connect_timeout).await?;
         let store = crate::store::connect(&config.database, &config.outbox).await?;
         match config.leader.build_coordinator(&config.kafka).await? {
             Coordinator::Elector(elector) => Self::new(config, store, elector).await,
@@ -147,6 +149,9 @@ impl Harvester {
         coordination: Coordination,
     ) -> Result<Self> {
         config.validate()?;
+        // The pipeline reads its limits alone: the derived drain bound is fixed here.
+        let mut config = config;
+        config.limits.drain_timeout = Some(config.drain_timeout());
         if config.database.migrate {
             store.migrate().await?;
         }
@@ -570,7 +575,7 @@ impl Harvester {
         } else {
             t.graceful.cancel();
         }
-        let bound = self.config.limits.drain_timeout + Duration::from_secs(2);
+        let bound = self.config.drain_timeout() + Duration::from_secs(2);
         let ended = tokio::time::timeout(bound, &mut t.handle).await;
         if ended.is_err() {
             tracing::warn!("pipeline did not stop within {bound:?}; cutting it");

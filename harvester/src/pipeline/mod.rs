@@ -220,7 +220,7 @@ impl TermContext {
         let after = std::time::Duration::from_secs(1)
             + self
                 .limits
-                .drain_timeout
+                .drain_bound()
                 .max(std::time::Duration::from_secs(10));
         tokio::time::timeout(after, call)
             .await

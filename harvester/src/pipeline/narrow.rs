@@ -107,7 +107,7 @@ async fn narrow(
         current.count
     };
     drop(ctx.marking.lock().await);
-    let deadline = Instant::now() + ctx.limits.drain_timeout;
+    let deadline = Instant::now() + ctx.limits.drain_bound();
     let Some(held) = probe(shards, None).await else {
         return Narrowed::Failed;
     };
@@ -140,7 +140,7 @@ async fn narrow(
             tracing::warn!(
                 keys = waiting.len(),
                 "the revoked buckets' records did not drain in {:?}",
-                ctx.limits.drain_timeout
+                ctx.limits.drain_bound()
             );
             return Narrowed::TimedOut;
         }

@@ -136,7 +136,7 @@ impl Shard {
                 if self.keys.is_empty() {
                     break Ok(());
                 }
-                if since.elapsed() >= self.ctx.limits.drain_timeout {
+                if since.elapsed() >= self.ctx.limits.drain_bound() {
                     tracing::warn!(
                         shard,
                         held = self.keys.len(),
@@ -456,8 +456,9 @@ impl Shard {
         if class == Failure::Suspect && restarts < self.ctx.limits.max_delivery_attempts {
             return;
         }
+        let to = self.destination(id);
         let reason = format!(
-            "row {id}: delivery failed after {restarts} attempt(s), each failing the producer: {error}"
+            "row {id}{to}: delivery failed after {restarts} attempt(s), each failing the producer: {error}"
         );
         tracing::warn!(id, "quarantining: {reason}");
         match super::purger::quarantine(&self.ctx, id, &reason).await {
@@ -672,10 +673,11 @@ impl Shard {
     /// purging) until the purger reports it gone.
     async fn quarantine(&mut self, id: i64, attempts: u32, error: &str) -> Result<()> {
         self.attempts.remove(&id);
+        let to = self.destination(id);
         if let Some(h) = self.keys.held_mut(id) {
             h.state = State::Purging;
         }
-        let reason = format!("row {id}: delivery failed after {attempts} attempt(s): {error}");
+        let reason = format!("row {id}{to}: delivery failed after {attempts} attempt(s): {error}");
         tracing::warn!(id, "quarantining: {reason}");
         let msg = ToPurger::Quarantine {
             shard: Some(self.producer.shard),
@@ -686,6 +688,18 @@ impl Shard {
             .send(msg)
             .await
             .map_err(|_| Error::Pipeline("purger stopped".into()))
+    }
+
+    /// Where held row `id` was going, for its quarantine reason: " (topic T)", with the
+    /// partition when the row names one; empty for a row no longer held.
+    fn destination(&mut self, id: i64) -> String {
+        self.keys
+            .held_mut(id)
+            .map(|h| match h.record.partition {
+                Some(p) => format!(" (topic {}, partition {p})", h.record.topic),
+                None => format!(" (topic {})", h.record.topic),
+            })
+            .unwrap_or_default()
     }
 
     /// A failure of a record of the open transaction. Only a row alone in its transaction

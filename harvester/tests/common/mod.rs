@@ -30,7 +30,7 @@ use backend::Db;
 /// A config for `db`'s outbox and `broker`, with test-friendly timings.
 pub fn config(db: &Db, broker: &Broker, group: &str) -> Config {
     let mut limits = Limits {
-        drain_timeout: Duration::from_secs(1),
+        drain_timeout: Some(Duration::from_secs(1)),
         min_metrics_interval: Duration::from_millis(100),
         io_error_backoff: Duration::from_millis(100),
         ..Default::default()

@@ -93,7 +93,11 @@ impl ConsumerContext for GroupContext {
 
 /// Joins the group and serves its rebalances until `shared.stop`; then leaves it, revoking every
 /// partition with the barrier first.
-pub(crate) fn run(shared: &Arc<Shared>, consumer_config: ClientConfig) -> Result<()> {
+pub(crate) fn run(
+    shared: &Arc<Shared>,
+    consumer_config: ClientConfig,
+    kafka: &crate::kafka::KafkaConfig,
+) -> Result<()> {
     let config = &shared.config.neli;
     let consumer: BaseConsumer<GroupContext> = consumer_config
         .create_with_context(GroupContext {
@@ -107,6 +111,15 @@ pub(crate) fn run(shared: &Arc<Shared>, consumer_config: ClientConfig) -> Result
     while !shared.stop.load(Ordering::SeqCst) {
         shared.stalled();
         match consumer.poll(config.min_poll_interval) {
+            Some(Err(e)) if crate::election::neli::session::is_refused_session(&e) => {
+                // The pulse thread stops with this thread.
+                shared.stop.store(true, Ordering::SeqCst);
+                return Err(crate::election::neli::session::refused(
+                    kafka,
+                    "leader",
+                    config.session_timeout(),
+                ));
+            }
             Some(Err(e)) if last_error_log.elapsed() > Duration::from_secs(5) => {
                 tracing::warn!(member = %config.name, "bucket-assignment consumer: {e}");
                 last_error_log = Instant::now();

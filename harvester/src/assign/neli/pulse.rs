@@ -72,9 +72,10 @@ pub(crate) fn run(shared: &Arc<Shared>, clients: Clients) -> Result<()> {
         .map_err(Error::kafka("create the heartbeat reader"))?;
     let group = {
         let shared = Arc::clone(shared);
+        let kafka = clients.kafka.clone();
         std::thread::Builder::new()
             .name("neli-assign-group".into())
-            .spawn(move || group::run(&shared, clients.group))
+            .spawn(move || group::run(&shared, clients.group, &kafka))
             .map_err(|source| Error::Io {
                 action: "spawn the bucket-assignment group thread".into(),
                 source,

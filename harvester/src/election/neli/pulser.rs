@@ -178,6 +178,13 @@ fn run(
                         on_heartbeat(shared, &hb);
                     }
                 }
+                Some(Err(e)) if super::session::is_refused_session(&e) => {
+                    return Err(super::session::refused(
+                        kafka,
+                        "leader",
+                        config.session_timeout(),
+                    ));
+                }
                 Some(Err(e)) if last_error_log.elapsed() > Duration::from_secs(5) => {
                     tracing::warn!(member = %config.name, "leader-topic consumer: {e}");
                     last_error_log = Instant::now();
