@@ -512,6 +512,14 @@ cmd_down() {
     stop_broker
     rm -f "$STATE/broker.started"
   fi
+  # Kafka clusters of tests that were killed before they could stop them.
+  local leftover
+  for leftover in "$STATE"/private/kafka-*; do
+    [ -d "$leftover" ] || continue
+    say "kafka: stopping a test's leftover cluster $leftover"
+    "$ROOT/scripts/kafka.sh" down "$leftover"
+    rm -rf "$leftover"
+  done
   if [ -f "$STATE/kafka.started" ]; then
     local dir
     while read -r dir; do

@@ -106,3 +106,23 @@ fn gaps_from_rollbacks_are_not_loss() {
     v.observe("t", b"a", 2);
     assert!(v.report().is_correct());
 }
+
+#[test]
+fn completeness_follows_expectations_declared_before_or_after_delivery() {
+    let mut v = Verifier::new();
+    v.expect("t", b"a", 0);
+    assert!(!v.complete());
+    v.observe("t", b"a", 0);
+    assert!(v.complete());
+    // Delivered before it was declared (a writer's ledger catching up), then declared.
+    v.observe("t", b"b", 0);
+    v.expect("t", b"b", 0);
+    assert!(v.complete());
+    assert_eq!(v.delivered_expected(), 2);
+    // A duplicate does not count twice; a new expectation is missing until delivered.
+    v.observe("t", b"a", 0);
+    v.expect("t", b"a", 1);
+    assert!(!v.complete());
+    assert_eq!(v.delivered_expected(), 2);
+    assert_eq!(v.report().lost, 1);
+}

@@ -21,8 +21,9 @@ pub struct NeliConfig {
     pub name: Option<String>,
     /// Leadership lapses (Fenced) when no own heartbeat was read back for this long. Default 5s.
     /// The consumer's `session.timeout.ms` and `max.poll.interval.ms` are set to 3x this, and
-    /// `heartbeat.interval.ms` to 1/5 of it. Real Kafka brokers refuse sessions under 6 s by
-    /// default (`group.min.session.timeout.ms`), so keep this at 2s or more against them.
+    /// `heartbeat.interval.ms` to 1/5 of it. Kafka brokers refuse sessions under 6 s by default
+    /// (`group.min.session.timeout.ms`), so keep this at 2s or more against them: a session the
+    /// cluster refuses ends the elector with a configuration error naming both values.
     #[serde(with = "humantime_serde")]
     pub heartbeat_timeout: Duration,
     /// Lower bound between polls (and heartbeats). Default 100ms.
