@@ -145,7 +145,7 @@ mod tests {
         assert_eq!(config.leader.kind(), "zookeeper");
         assert_eq!(
             config.limits.drain_timeout,
-            std::time::Duration::from_secs(1)
+            Some(std::time::Duration::from_secs(1))
         );
         // The user's 4s wins over the scenarios' 3s: succession = session.
         assert_eq!(

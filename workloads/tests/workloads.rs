@@ -47,7 +47,7 @@ async fn prefill_and_writers_are_harvested_exactly_as_the_ledger_says() {
             ..Default::default()
         },
         limits: Limits {
-            drain_timeout: Duration::from_secs(1),
+            drain_timeout: Some(Duration::from_secs(1)),
             ..Default::default()
         },
         ..Default::default()
