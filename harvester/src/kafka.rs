@@ -170,6 +170,14 @@ pub fn log_to_tracing(member: &str, level: RDKafkaLogLevel, fac: &str, message: 
     }
 }
 
+fn unreachable(bootstrap: &str, after: std::time::Duration, reason: &str) -> crate::Error {
+    crate::Error::KafkaUnreachable {
+        bootstrap: bootstrap.to_owned(),
+        after,
+        reason: reason.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,13 +212,5 @@ mod tests {
         let cfg = KafkaConfig::with_bootstrap("b").set("sasl.password", "hunter2");
         assert_eq!(cfg.redacted()["sasl.password"], "<redacted>");
         assert_eq!(cfg.redacted()["bootstrap.servers"], "b");
-    }
-}
-
-fn unreachable(bootstrap: &str, after: std::time::Duration, reason: &str) -> crate::Error {
-    crate::Error::KafkaUnreachable {
-        bootstrap: bootstrap.to_owned(),
-        after,
-        reason: reason.to_owned(),
     }
 }
