@@ -147,11 +147,7 @@ pub struct Limits {
     /// Default (unset): 5s, or 3/4 of the leader's revoke timeout where that is less (a
     /// `leader.heartbeat_timeout` below 3⅓s shortens it); set, it must stay below the revoke
     /// timeout. [`Config::drain_timeout`] resolves it.
-    #[serde(
-        default,
-        with = "humantime_serde::option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, with = "humantime_serde::option")]
     pub drain_timeout: Option<Duration>,
     /// Deliveries of a row that fail with an error that may be permanent (unknown topic,
     /// authorisation, invalid record) before it is quarantined. Default 5.
