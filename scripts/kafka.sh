@@ -57,10 +57,18 @@ tool_java() {
     -cp "$(classpath)" "$@"
 }
 
+# The load tools (ProducerPerformance, ConsumerPerformance) get a full JIT and 1 GiB, as
+# kafka-producer-perf-test.sh gives them; the others start fast and stop.
 cmd_tool() {
   local class=$1; shift
   case "$class" in *.*) ;; *) class=org.apache.kafka.tools.$class ;; esac
-  tool_java "$class" "$@"
+  case "$class" in
+    *Performance)
+      java -Xmx1g -XX:+UseG1GC \
+        -Dlog4j2.configurationFile="$ROOT/scripts/kafka/tools-log4j2.properties" \
+        -cp "$(classpath)" "$class" "$@" ;;
+    *) tool_java "$class" "$@" ;;
+  esac
 }
 
 node_port() { echo $(($2 + 100 * ($1 - 1))); } # node_port I PORT

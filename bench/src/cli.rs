@@ -28,7 +28,11 @@ pub struct RunOptions {
     pub file: Option<PathBuf>,
     pub set: Vec<String>,
     pub scale: f64,
+    /// A real cluster's bootstrap servers (`--brokers`, `KAFKA_BROKERS`).
     pub brokers: Option<String>,
+    /// The embedded broker (librdkafka's mock), whatever `brokers` says. Without either, the
+    /// mock too (the provenance says it was a fallback).
+    pub embedded: bool,
     /// `postgres://...` (default: `DATABASE_URL` or the local server) or `mysql://...` /
     /// `mariadb://...`.
     pub database_url: Option<String>,
@@ -133,19 +137,7 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
         .flat_map(|(_, settings)| settings.iter())
         .chain(extra.iter())
         .any(|(k, v)| k == "publish.mode" && v == "transactional");
-    let broker = match &o.brokers {
-        Some(b) => {
-            // A real cluster refuses the scenarios' short sessions: fit them, or fail now. Only
-            // the scenarios this run selects count (a 5 s drain is not shortened for a 1 s
-            // failover scenario that does not run).
-            // Only NELI's session is the cluster's business.
-            if matches!(crate::electors::requested(&extra), None | Some("neli")) {
-                crate::session::fit_to_cluster(b, &scenarios, &mut extra).await?;
-            }
-            Broker::external(b)
-        }
-        None => Broker::discover()?,
-    };
+    let (broker, selection) = select_broker(o, &scenarios, &mut extra).await?;
     let database_url = o
         .database_url
         .clone()
@@ -167,20 +159,10 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
         .map_err(BenchError::io(format!("create {}", o.out.display())))?;
     let run_id = chrono::Utc::now().format("%Y%m%d-%H%M%S").to_string();
     let jsonl = o.out.join(format!("{run_id}.jsonl"));
-    let mut broker_text = match broker.embedded() {
-        Some(_) => format!("embedded librdkafka mock cluster at {}", broker.bootstrap()),
-        None => format!("external cluster at {}", broker.bootstrap()),
-    };
-    if transactional {
-        // What a read_committed consumer of a transactional run can be trusted to show here.
-        let probe =
-            testkit::verify::probe_aborted(&broker, std::time::Duration::from_secs(15)).await;
-        broker_text = match probe {
-            Ok(p) => format!("{broker_text}; it {}", p.describe()),
-            Err(e) => format!("{broker_text}; the aborted-transaction probe failed: {e}"),
-        };
-    }
-    let (provenance, autovacuum) = match backend {
+    let broker_facts = crate::broker::describe(&broker, selection).await;
+    eprintln!("bench: broker: {}", broker_facts.line());
+    let broker_text = broker_line(&broker, &broker_facts, transactional).await;
+    let (mut provenance, autovacuum) = match backend {
         Backend::Postgres => {
             let pool = sqlx::PgPool::connect(&database_url)
                 .await
@@ -205,6 +187,7 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
             (provenance, None)
         }
     };
+    provenance.broker_facts = broker_facts;
     append_json(&jsonl, &serde_json::json!({"provenance": provenance}))?;
     let bench = Bench {
         database_url,
@@ -223,6 +206,52 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
         jsonl,
         autovacuum,
     })
+}
+
+/// The run's broker: the mock with `--embedded` or when no cluster is named, else the cluster
+/// of `--brokers` / `KAFKA_BROKERS`, with every selected scenario's NELI session fitted to it.
+async fn select_broker(
+    o: &RunOptions,
+    scenarios: &[(String, Vec<(String, String)>)],
+    extra: &mut Vec<(String, String)>,
+) -> Result<(Broker, crate::broker::Selection), BenchError> {
+    use crate::broker::Selection;
+    let cluster = o
+        .brokers
+        .as_deref()
+        .map(str::trim)
+        .filter(|b| !b.is_empty());
+    match cluster {
+        _ if o.embedded => Ok((Broker::mock()?, Selection::Embedded)),
+        None => Ok((Broker::mock()?, Selection::Fallback)),
+        Some(b) => {
+            // A real cluster refuses sessions below its minimum: fit them, or fail now. Only
+            // the scenarios this run selects count (a 5 s drain is not shortened for a 1 s
+            // failover scenario that does not run), and only NELI's session is the cluster's
+            // business.
+            if matches!(crate::electors::requested(extra), None | Some("neli")) {
+                crate::session::fit_to_cluster(b, scenarios, extra).await?;
+            }
+            Ok((Broker::external(b), Selection::Brokers))
+        }
+    }
+}
+
+/// The provenance's broker sentence: the facts, and for a transactional run what a
+/// read_committed consumer can be trusted to show on this broker.
+async fn broker_line(
+    broker: &Broker,
+    facts: &crate::broker::BrokerFacts,
+    transactional: bool,
+) -> String {
+    let text = facts.line();
+    if !transactional {
+        return text;
+    }
+    match testkit::verify::probe_aborted(broker, Duration::from_secs(15)).await {
+        Ok(p) => format!("{text}; it {}", p.describe()),
+        Err(e) => format!("{text}; the aborted-transaction probe failed: {e}"),
+    }
 }
 
 /// `bench run`.
@@ -259,7 +288,9 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     }
     let batch = effective_mark_batch(&bench);
     let ceilings = if o.ceilings {
-        measure_ceilings(&bench, o.scale).await?
+        // The ceilings' topics get the drain's partitions, so the drain reads against them.
+        let partitions = file.scenario.get("drain").map_or(8, |d| d.partitions);
+        measure_ceilings(&bench, o.scale, partitions).await?
     } else {
         Ceilings {
             batch,
@@ -581,11 +612,18 @@ fn effective_mark_batch(bench: &Bench) -> usize {
         .unwrap_or(harvester::config::AUTO_BATCH_MAX)
 }
 
-async fn measure_ceilings(bench: &Bench, scale: f64) -> Result<Ceilings, BenchError> {
+/// Value bytes of the ceilings' records: the drain scenario's.
+const CEILING_VALUE_BYTES: usize = 200;
+
+async fn measure_ceilings(
+    bench: &Bench,
+    scale: f64,
+    partitions: i32,
+) -> Result<Ceilings, BenchError> {
     let ground = Ground::new(
         &bench.database_url,
         &bench.broker,
-        8,
+        partitions,
         8,
         harvester::store::OutboxMode::MarkPurge,
     )
@@ -597,10 +635,10 @@ async fn measure_ceilings(bench: &Bench, scale: f64) -> Result<Ceilings, BenchEr
     };
     eprintln!("== ceilings: DB-only mark+purge of {rows} rows, concurrently (best of mark batch {:?}{on})", crate::ceiling::MARK_BATCHES);
     let outcome = async {
-        let (db, batch) = crate::ceiling::db_mark_purge(&ground, rows, 200).await?;
+        let (db, batch) = crate::ceiling::db_mark_purge(&ground, rows, CEILING_VALUE_BYTES).await?;
         eprintln!("   {:.0} rows/s (batch {batch})", db.per_second);
         eprintln!("== ceilings: DB-only batched DELETE alone of {rows} rows (best of batch x connections)");
-        let delete_only = crate::ceiling::delete_only::delete_only(&ground, rows, 200).await?;
+        let delete_only = crate::ceiling::delete_only::delete_only(&ground, rows, CEILING_VALUE_BYTES).await?;
         eprintln!(
             "   {:.0} rows/s (batch {}, {} connections)",
             delete_only.best.per_second, delete_only.batch, delete_only.connections
@@ -610,11 +648,12 @@ async fn measure_ceilings(bench: &Bench, scale: f64) -> Result<Ceilings, BenchEr
             bench.broker.bootstrap(),
             &ground.topic,
             rows,
-            200,
+            CEILING_VALUE_BYTES,
             Vec::new(),
         )
         .await?;
         eprintln!("   {:.0} records/s", producer.per_second);
+        let kafka_producer = kafka_producer_ceiling(bench, rows, partitions).await;
         eprintln!("== ceilings: writers (4 writers, 10 rows/tx, closed loop, 3s)");
         let writers = crate::ceiling::writers(
             &ground,
@@ -627,13 +666,46 @@ async fn measure_ceilings(bench: &Bench, scale: f64) -> Result<Ceilings, BenchEr
             db_mark_purge: Some(db),
             delete_only: Some(delete_only),
             producer: Some(producer),
+            kafka_producer,
             writers: Some(writers),
             batch,
         })
     }
     .await;
+    ground.drop_topics(&bench.broker).await;
     ground.drop_schema().await;
     outcome
+}
+
+/// Kafka's own ProducerPerformance on a real cluster (`None` on the mock, or when the tool
+/// cannot run: said on stderr, and the report says it was not measured).
+async fn kafka_producer_ceiling(
+    bench: &Bench,
+    rows: u64,
+    partitions: i32,
+) -> Option<crate::ceiling::kafka_perf::KafkaProducerPerf> {
+    if bench.broker.embedded().is_some() {
+        return None;
+    }
+    eprintln!(
+        "== ceilings: Kafka's ProducerPerformance, {rows} records ({}, {partitions} partitions)",
+        crate::ceiling::kafka_perf::PRODUCER_PROPS.join(" ")
+    );
+    match crate::ceiling::kafka_perf::measure(&bench.broker, rows, CEILING_VALUE_BYTES, partitions)
+        .await
+    {
+        Ok(k) => {
+            eprintln!(
+                "   {:.0} records/s ({:.2} MB/s, avg latency {:.0} ms)",
+                k.ceiling.per_second, k.mb_per_second, k.avg_latency_ms
+            );
+            Some(k)
+        }
+        Err(e) => {
+            eprintln!("   not measured: {e}");
+            None
+        }
+    }
 }
 
 fn write_plots(out: &Path, run_id: &str, runs: &[RunResult]) -> Result<Vec<PathBuf>, BenchError> {

@@ -12,8 +12,11 @@
 //! - [`receipts`]: the verifying consumer, reading the topic from the beginning on its own
 //!   thread and stamping each receipt; the writers' [`workloads::Ledger`] holds commit instants.
 //! - [`ceiling`]: the machine's own limits measured in the same run (a DB-only mark+purge loop
-//!   with the same batch size, a producer-only loop to the same broker, the writers' capacity),
-//!   so results read as ratios rather than absolute numbers from a noisy machine.
+//!   with the same batch size, a producer-only loop to the same broker and, on a real cluster,
+//!   Kafka's own ProducerPerformance, the writers' capacity), so results read as ratios rather
+//!   than absolute numbers from a noisy machine.
+//! - [`broker`]: which broker a run measures (the real one from `--brokers` / `KAFKA_BROKERS`,
+//!   or the embedded mock) and what about it shapes the figures, for the provenance.
 //! - [`run`]: one scenario, end to end: schema, topic, pre-fill, harvesters, writers, faults,
 //!   drain, then [`analysis`] (verifier, hdrhistogram percentiles, throughput, failover gap).
 //! - [`report`] and [`plot`]: JSON lines, a Markdown summary, SVG plots under `results/`;
@@ -28,6 +31,7 @@
 //!   its own ceilings, those that only make sense on Postgres skipped with the reason).
 
 pub mod analysis;
+pub mod broker;
 pub mod capacity;
 pub mod ceiling;
 pub mod cli;

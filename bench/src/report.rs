@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Correctness, Percentiles};
+use crate::broker::BrokerFacts;
 use crate::ceiling::delete_only::DeleteOnly;
+use crate::ceiling::kafka_perf::KafkaProducerPerf;
 use crate::ceiling::Ceiling;
 use crate::mariadb::MariaDbSettings;
 use crate::pg::PgSettings;
@@ -184,6 +186,20 @@ pub struct RunResult {
     /// Where the harvesters' time went, stage by stage (`crate::stages`).
     #[serde(default)]
     pub stages: Option<Vec<crate::stages::Stage>>,
+    /// Set when the scenario ran on another broker than the run's, and why ("on the mock:
+    /// injected request errors").
+    #[serde(default)]
+    pub broker_note: Option<String>,
+}
+
+impl RunResult {
+    /// The scenario's name, with the broker it ran on when that is not the run's.
+    pub fn label(&self) -> String {
+        match &self.broker_note {
+            Some(note) => format!("{} ({note})", self.scenario),
+            None => self.scenario.clone(),
+        }
+    }
 }
 
 /// The same-run ceilings.
@@ -194,6 +210,10 @@ pub struct Ceilings {
     #[serde(default)]
     pub delete_only: Option<DeleteOnly>,
     pub producer: Option<Ceiling>,
+    /// Kafka's own ProducerPerformance with the same settings (a real cluster only; see
+    /// [`crate::ceiling::kafka_perf`]).
+    #[serde(default)]
+    pub kafka_producer: Option<KafkaProducerPerf>,
     pub writers: Option<Ceiling>,
     /// The mark batch of the DB-only ceiling's best point (the harvesters' effective mark
     /// batch when the ceilings were not measured).
@@ -223,7 +243,11 @@ pub struct Provenance {
     /// The MariaDB/MySQL server's settings, when the run's database is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mariadb: Option<MariaDbSettings>,
+    /// The broker in a sentence (with the transactional probe's finding, when it ran).
     pub broker: String,
+    /// The broker's kind, version, settings and the producers' acks.
+    #[serde(default)]
+    pub broker_facts: BrokerFacts,
 }
 
 impl Provenance {
@@ -268,6 +292,7 @@ impl Provenance {
             postgres,
             mariadb: None,
             broker: broker.to_owned(),
+            broker_facts: BrokerFacts::default(),
         }
     }
 }
@@ -434,6 +459,7 @@ pub fn markdown(
         );
     }
     row(&mut s, "producer-only (idempotent)", ceilings.producer);
+    s.push_str(&kafka_producer_row(p, ceilings));
     row(
         &mut s,
         "writers (closed loop, no harvester)",
@@ -443,9 +469,9 @@ pub fn markdown(
     let _ = writeln!(s, "\n## Scenarios\n");
     let _ = writeln!(
         s,
-        "| scenario | verdict | committed | drain rec/s | x lower ceiling | x delete-only | delivered rec/s (written / target) | p50 ms | p90 | p99 | p99.9 | max | lost | evicted | reord | dup | failover gap / stall ms | CPU s/M rec | peak RSS MiB | WAL B/rec | tx/rec | broker busy | bound by |"
+        "| scenario | verdict | committed | drain rec/s | x lower ceiling | x delete-only | x Kafka producer | delivered rec/s (written / target) | p50 ms | p90 | p99 | p99.9 | max | lost | evicted | reord | dup | failover gap / stall ms | CPU s/M rec | peak RSS MiB | WAL B/rec | tx/rec | broker busy | bound by |"
     );
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in runs {
         let l = r.latency_ms;
         // Only a drain is limited by the harvester alone; a steady run by its writers.
@@ -454,6 +480,10 @@ pub fn markdown(
             .drain_records_per_s
             .zip(ceilings.delete_only)
             .map(|(a, d)| a / d.best.per_second);
+        let of_kafka = r
+            .drain_records_per_s
+            .zip(ceilings.kafka_producer)
+            .map(|(a, k)| a / k.ceiling.per_second);
         let sustained = match (
             r.sustained_records_per_s,
             r.write_records_per_s,
@@ -466,8 +496,8 @@ pub fn markdown(
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} |",
-            r.scenario,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} |",
+            r.label(),
             match r.verdict {
                 Verdict::Passed if r.passed => "passed",
                 Verdict::Inconclusive => "*inconclusive*",
@@ -477,6 +507,7 @@ pub fn markdown(
             opt(r.drain_records_per_s, 0),
             opt(ratio, 2),
             opt(of_delete, 2),
+            opt(of_kafka, 2),
             sustained,
             opt(l.map(|l| l.p50), 1),
             opt(l.map(|l| l.p90), 1),
@@ -517,7 +548,7 @@ pub fn markdown(
     }
     let _ = writeln!(s, "\n### Topic, drain and CPU per run\n");
     for r in runs {
-        let _ = writeln!(s, "- {}: {}", r.scenario, r.topic.describe());
+        let _ = writeln!(s, "- {}: {}", r.label(), r.topic.describe());
         if let Some(d) = r.drain {
             let _ = writeln!(
                 s,
@@ -595,7 +626,7 @@ pub fn markdown(
     let _ = writeln!(
         s,
         "\nLatency is commit -> consumer receipt on one clock (open loop: from the transaction's intended start, coordinated-omission aware). \
-         `x lower ceiling` divides drain throughput by the lower of the DB-only and producer-only ceilings measured in this run; `x delete-only` by the delete-only ceiling (batched DELETE by id alone, the database's best case for any relay). \
+         `x lower ceiling` divides drain throughput by the lower of the DB-only and producer-only ceilings measured in this run; `x delete-only` by the delete-only ceiling (batched DELETE by id alone, the database's best case for any relay); `x Kafka producer` by Kafka's own ProducerPerformance on the same broker (a real cluster only: what Kafka's reference producer gets from this broker with the harvester's producer settings; a reference, not a bound: on a small machine the Java client can fall below the librdkafka producer-only ceiling). \
          `lost (n by broker)`: n lost records' rows were deleted, which the harvester does only after the broker acknowledged them, and the log never held them: the broker dropped them (forgiven only where Produce errors are injected into the mock); `undelivered`: rows still in the outbox when the drain ended. \
          `evicted`: records the broker deleted before the verifier read them (the embedded broker keeps 5 MiB per partition; a real one, its retention), not counted in `lost`; a run whose only missing records are evicted ones is *inconclusive*, neither passed nor failed. \
          `broker busy`: share of the measured part the embedded broker's mock-cluster thread (it serves every request on that one thread) was on a CPU or runnable waiting for one; `bound by`: broker when that thread was at least 90 % busy, else database or harvester by the larger share of the machine's cores it used if at least half, else none (round trips or the offered load). `reord (n rewound)`: n duplicates of an older record arrived after a newer one of its key (first deliveries stayed in order); allowed only in failover-zombie. \
@@ -603,6 +634,28 @@ pub fn markdown(
          WAL and transactions per record include the writers' own."
     );
     s
+}
+
+/// The ceilings table's row for Kafka's own ProducerPerformance: measured (a real cluster), not
+/// measured (a real cluster where the tool failed, or the ceilings were skipped), or nothing
+/// (the mock).
+fn kafka_producer_row(p: &Provenance, c: &Ceilings) -> String {
+    match c.kafka_producer {
+        Some(k) => format!(
+            "| producer-only, Kafka's own ProducerPerformance (Java client; {}; {} B values without keys, {} partitions; avg latency {:.0} ms, p99 {} ms): Kafka's reference producer on this broker | {} | {:.0} |\n",
+            crate::ceiling::kafka_perf::PRODUCER_PROPS.join(", "),
+            k.record_bytes,
+            k.partitions,
+            k.avg_latency_ms,
+            opt(k.p99_latency_ms, 0),
+            k.ceiling.records,
+            k.ceiling.per_second
+        ),
+        None if p.broker_facts.is_cluster() && c.producer.is_some() => {
+            "| producer-only, Kafka's own ProducerPerformance: not measured (the run's stderr says why) | - | - |\n".to_owned()
+        }
+        None => String::new(),
+    }
 }
 
 /// `100/1000`.
@@ -699,6 +752,72 @@ mod tests {
         assert_eq!(json["verdict"], "inconclusive");
         assert_eq!(json["cpu"]["bound_by"], "broker");
         assert_eq!(json["drain"]["ended_by"], "accounted");
+    }
+
+    #[test]
+    fn a_real_broker_run_reads_the_drain_against_kafkas_own_producer() {
+        let provenance = Provenance {
+            broker: "Apache Kafka 4.1.2 (scripts/kafka.sh, KRaft, 1 node) at 127.0.0.1:19092"
+                .into(),
+            broker_facts: BrokerFacts {
+                kind: crate::broker::BrokerKind::Kafka,
+                ..BrokerFacts::default()
+            },
+            ..Provenance::default()
+        };
+        let ceiling = |per_second: f64| Ceiling {
+            records: 20_000,
+            seconds: 20_000.0 / per_second,
+            per_second,
+        };
+        let ceilings = Ceilings {
+            producer: Some(ceiling(40_000.0)),
+            kafka_producer: Some(KafkaProducerPerf {
+                ceiling: ceiling(50_000.0),
+                mb_per_second: 9.5,
+                avg_latency_ms: 120.4,
+                max_latency_ms: 400.0,
+                p99_latency_ms: Some(300.0),
+                record_bytes: 200,
+                partitions: 8,
+            }),
+            ..Ceilings::default()
+        };
+        let mut drain = run("drain", Verdict::Passed, "passed");
+        drain.drain_records_per_s = Some(10_000.0);
+        let faults = RunResult {
+            broker_note: Some("on the mock: injected request errors".into()),
+            ..run("broker-faults", Verdict::Passed, "passed")
+        };
+        let md = markdown(&provenance, &ceilings, &[drain, faults], &[]);
+        assert!(
+            md.contains("- broker: Apache Kafka 4.1.2 (scripts/kafka.sh"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| producer-only, Kafka's own ProducerPerformance (Java client; acks=all, enable.idempotence=true, linger.ms=5; 200 B values without keys, 8 partitions; avg latency 120 ms, p99 300 ms): Kafka's reference producer on this broker | 20000 | 50000 |"),
+            "{md}"
+        );
+        // x lower ceiling (our producer, 40k), x delete-only (none), x Kafka producer (50k).
+        let row = md.lines().find(|l| l.starts_with("| drain |")).unwrap();
+        assert!(row.contains("| 10000 | 0.25 | - | 0.20 |"), "{row}");
+        assert!(
+            md.contains("| broker-faults (on the mock: injected request errors) | passed |"),
+            "{md}"
+        );
+        assert!(md.contains("- broker-faults (on the mock: injected request errors): "));
+        // Not measured on a real broker: said; on the mock: no row at all.
+        let missing = Ceilings {
+            kafka_producer: None,
+            ..ceilings
+        };
+        assert!(
+            markdown(&provenance, &missing, &[], &[]).contains("ProducerPerformance: not measured")
+        );
+        assert!(!markdown(&Provenance::default(), &missing, &[], &[])
+            .contains("| producer-only, Kafka's"));
+        let json = serde_json::to_value(ceilings).unwrap();
+        assert_eq!(json["kafka_producer"]["ceiling"]["per_second"], 50_000.0);
     }
 
     #[test]

@@ -25,6 +25,7 @@ async fn scenarios_run_verified_on_mariadb_against_its_own_ceilings() {
         set: Vec::new(),
         scale: 0.1,
         brokers: None,
+        embedded: true,
         database_url: Some(testkit::mariadb::mariadb_url()),
         reaper: Some(reaper()),
         out: out.clone(),

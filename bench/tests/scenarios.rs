@@ -34,6 +34,7 @@ async fn full_profile(set: Vec<String>, ceilings: bool) {
         set,
         scale: 0.1,
         brokers: None,
+        embedded: true,
         database_url: None,
         reaper: Some(reaper()),
         out: out.clone(),

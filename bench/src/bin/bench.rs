@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! bench run [--profile quick|full] [--scenario NAME]... [--file my.toml] [--set k=v]...
-//!           [--database postgres://...|mysql://...]
+//!           [--database postgres://...|mysql://...] [--brokers HOST:PORT | --embedded]
 //! bench tune [--workload tune] [--sweep PATH=V1,V2,...]... [--p99-budget 500ms] [--quick]
 //! bench list
 //! ```
@@ -53,9 +53,14 @@ struct RunArgs {
     /// Scale backlogs and durations (0.1 for a smoke run).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
-    /// Kafka bootstrap servers of a real cluster (default: the embedded broker).
+    /// Kafka bootstrap servers of the cluster to measure (default: KAFKA_BROKERS, which
+    /// `scripts/services.sh` sets to its Apache Kafka; with neither, the embedded broker).
     #[arg(long, env = "KAFKA_BROKERS")]
     brokers: Option<String>,
+    /// Run on the embedded broker (librdkafka's mock cluster) whatever --brokers or
+    /// KAFKA_BROKERS say.
+    #[arg(long)]
+    embedded: bool,
     /// Database URL; its scheme picks the backend: postgres:// (default: DATABASE_URL or the
     /// local server), or mysql:// or mariadb:// for MariaDB/MySQL.
     #[arg(long, visible_alias = "database", env = "DATABASE_URL")]
@@ -110,6 +115,7 @@ fn run_options(r: RunArgs) -> bench::cli::RunOptions {
         set: r.set,
         scale: r.scale,
         brokers: r.brokers,
+        embedded: r.embedded,
         database_url: r.database_url,
         reaper: r.reaper,
         out: r.out,

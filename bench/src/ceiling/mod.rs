@@ -7,7 +7,8 @@
 //!   once read ~40k rows/s where a tuned harvester drained 71k); the store of the run's backend
 //!   (Postgres or MariaDB), so each backend's drain reads against its own ceiling.
 //! - **Producer-only**: an idempotent producer (the harvester's forced setting) sending records
-//!   of the same size to the same broker, as fast as delivery reports come back.
+//!   of the same size to the same broker, as fast as delivery reports come back; on a real
+//!   cluster also Kafka's own ProducerPerformance ([`kafka_perf`]) with the same settings.
 //! - **Delete-only** ([`delete_only`]): batched DELETE by id alone, the least any relay must do,
 //!   best of a few batch sizes and connection counts.
 //! - **Writers**: the scenario's writers in closed loop, no harvester, into the run's backend;
@@ -30,6 +31,7 @@ use crate::run::setup::Ground;
 use crate::BenchError;
 
 pub mod delete_only;
+pub mod kafka_perf;
 
 /// One measured ceiling.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

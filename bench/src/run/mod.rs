@@ -104,8 +104,9 @@ pub async fn run(
     }
     let scenario = &scenario;
     let started_at = chrono::Utc::now().to_rfc3339();
-    // Ground: the bench's own Postgres for pg-restart, an isolated cluster for broker faults
-    // and for resized topics.
+    // Ground: the bench's own Postgres for pg-restart, an isolated mock cluster for broker
+    // faults (even when the run is on a real cluster: only the mock injects request errors)
+    // and for topics resized for the mock.
     let cluster = if scenario.kind == Kind::PgRestart {
         Some(tokio::task::block_in_place(|| {
             PrivateCluster::start(bench.private_pg_port)
@@ -117,12 +118,15 @@ pub async fn run(
         .as_ref()
         .map_or(bench.database_url.clone(), PrivateCluster::url);
     let run_id = testkit::names::unique("run");
-    let topic = sizing::size_topic(scenario, &run_id, bench.broker.embedded().is_some());
+    let faults_on_mock = scenario.kind == Kind::BrokerFaults;
+    let on_mock = faults_on_mock || bench.broker.embedded().is_some();
+    let topic = sizing::size_topic(scenario, &run_id, on_mock);
     // The mock never deletes a topic and keeps up to 5 MiB per partition: a topic resized for a
-    // large backlog gets a cluster of its own, dropped (memory and all) when the run ends.
+    // large backlog gets a cluster of its own, dropped (memory and all) when the run ends. A
+    // real cluster keeps everything: sizing never resizes there.
     let resized = topic.partitions != topic.requested;
-    let broker = if scenario.kind == Kind::BrokerFaults {
-        bench.broker.isolated(1)?
+    let broker = if faults_on_mock {
+        fault_cluster(&bench.broker)?
     } else if resized {
         let brokers = bench.broker.embedded().map_or(1, |b| b.brokers.max(1));
         bench.broker.isolated(brokers)?
@@ -171,13 +175,28 @@ pub async fn run(
         topic,
     };
     let outcome = run_on(bench, case, &ground, &broker, cluster.as_ref()).await;
+    ground.drop_topics(&broker).await;
     ground.drop_schema().await;
     let mut result = outcome?;
     result.started_at = started_at;
+    if faults_on_mock && bench.broker.embedded().is_none() {
+        result.broker_note = Some("on the mock: injected request errors".into());
+    }
     if result.verdict != Verdict::Passed {
         eprintln!("[{label}] {}", result.verdict_note);
     }
     Ok(result)
+}
+
+/// An isolated cluster of the mock for a scenario that injects request errors: of the run's
+/// broker when that is the mock, else of the embedded broker `scripts/services.sh` runs beside
+/// the real one.
+fn fault_cluster(broker: &Broker) -> Result<Broker, BenchError> {
+    let mock = match broker.embedded() {
+        Some(_) => broker.clone(),
+        None => Broker::mock()?,
+    };
+    Ok(mock.isolated(1)?)
 }
 
 /// One run of a scenario: what it is called, its run id (the `x-run` header) and its topic.
@@ -792,6 +811,7 @@ async fn run_on(
             .collect(),
         rolling: rolled,
         stages,
+        broker_note: None,
     })
 }
 

@@ -176,6 +176,20 @@ impl Ground {
         }
     }
 
+    /// Deletes this ground's topics from a real cluster, which would keep them (and every
+    /// record) for its retention; the mock's clusters are dropped whole instead.
+    pub async fn drop_topics(&self, broker: &Broker) {
+        if broker.embedded().is_some() {
+            return;
+        }
+        let topics = [
+            self.topic.clone(),
+            format!("{}.neli", self.group),
+            format!("{}.neli-buckets", self.group),
+        ];
+        crate::broker::delete_topics(broker.bootstrap(), &topics).await;
+    }
+
     pub async fn drop_schema(self) {
         match &self.db {
             Db::Postgres(pool) => postgres::drop(pool, &self.schema).await,
