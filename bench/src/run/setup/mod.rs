@@ -59,7 +59,19 @@ impl Ground {
             }
         };
         let topic = names::topic("bench");
-        broker.create_topic(&topic, partitions).await?;
+        if broker.embedded().is_some() {
+            broker.create_topic(&topic, partitions).await?;
+        } else {
+            // Kept whole whatever the cluster's own retention: the verifier reads every record,
+            // and a capacity run's backlog can outlast a short log.retention.ms or .bytes.
+            broker
+                .create_topic_with(
+                    &topic,
+                    partitions,
+                    &[("retention.ms", "-1"), ("retention.bytes", "-1")],
+                )
+                .await?;
+        }
         let group = names::unique("bench");
         broker.create_topic(&format!("{group}.neli"), 1).await?;
         // For `leader.kind = "neli_buckets"` (scale-out): its leader topic, one partition per
