@@ -120,8 +120,16 @@ pub async fn fit_to_cluster(
     } else {
         None
     };
+    // Only NELI's sessions are the cluster's business: a scenario of another kind (Rink, in
+    // the scale profile) has no group session, and no heartbeat_timeout either.
     let sessions = scenarios
         .iter()
+        .filter(|(_, settings)| {
+            let kind = crate::electors::requested(extra)
+                .or_else(|| crate::electors::requested(settings))
+                .unwrap_or("neli");
+            matches!(kind, "neli" | "neli_buckets")
+        })
         .map(|(name, settings)| {
             let all: Vec<_> = settings.iter().chain(extra.iter()).cloned().collect();
             Ok((name.clone(), session_of(&all)?))
