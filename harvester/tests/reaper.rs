@@ -515,16 +515,8 @@ async fn a_session_below_the_clusters_minimum_exits_2_naming_both_values() {
     }
     config.limits.drain_timeout = None;
     config.validate().unwrap();
-    let file = TempFile::write(
-        &format!("{}-session.toml", world.group),
-        &toml::to_string(&config).unwrap(),
-    );
-    let started = Instant::now();
-    let (code, _, stderr) =
-        tokio::task::spawn_blocking(move || run_to_end(&["--config", file.path()]))
-            .await
-            .unwrap();
-    println!("exit {code} after {:?}: {stderr}", started.elapsed());
+    let (code, stderr, took) = run_config_to_end(&config).await;
+    println!("exit {code} after {took:?}: {stderr}");
     assert_eq!(code, 2, "{stderr}");
     for text in [
         "leader.heartbeat_timeout",
@@ -562,16 +554,7 @@ async fn a_bootstrap_that_reaches_no_kafka_fails_within_the_connect_bound() {
         let mut config = world.config();
         config.kafka = harvester::config::KafkaConfig::with_bootstrap(&address);
         config.limits.connect_timeout = bound;
-        let file = TempFile::write(
-            &format!("{}-reach.toml", testkit::names::unique("cfg")),
-            &toml::to_string(&config).unwrap(),
-        );
-        let started = Instant::now();
-        let (code, _, stderr) =
-            tokio::task::spawn_blocking(move || run_to_end(&["--config", file.path()]))
-                .await
-                .unwrap();
-        let took = started.elapsed();
+        let (code, stderr, took) = run_config_to_end(&config).await;
         println!("{address}: exit {code} after {took:?}: {stderr}");
         assert_eq!(code, 1, "{stderr}");
         assert!(
@@ -581,4 +564,19 @@ async fn a_bootstrap_that_reaches_no_kafka_fails_within_the_connect_bound() {
         assert!(took < bound + margin, "{took:?}");
     }
     assert_eq!(world.outbox_rows().await, 6, "nothing deleted");
+}
+
+/// Runs the reaper on `config` (written to a file) until it exits, off the test's runtime:
+/// (exit code, stderr, how long it ran).
+async fn run_config_to_end(config: &harvester::Config) -> (i32, String, Duration) {
+    let file = TempFile::write(
+        &format!("{}.toml", testkit::names::unique("cfg")),
+        &toml::to_string(config).unwrap(),
+    );
+    let started = Instant::now();
+    let (code, _, stderr) =
+        tokio::task::spawn_blocking(move || run_to_end(&["--config", file.path()]))
+            .await
+            .unwrap();
+    (code, stderr, started.elapsed())
 }
