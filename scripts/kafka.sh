@@ -43,7 +43,8 @@ cmd_fetch() {
   mkdir -p "$CACHE"
   say "resolving Apache Kafka $(version) and its dependencies from Maven Central"
   mvn -B -q -Dstyle.color=never -f "$POM" dependency:build-classpath -DincludeScope=runtime \
-    -Dmdep.outputFile="$cp.tmp" >&2 || { say "maven could not resolve $POM"; exit 1; }
+    -Dmdep.outputFile="$cp.tmp" 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >&2
+  [ "${PIPESTATUS[0]}" = 0 ] || { say "maven could not resolve $POM"; exit 1; }
   mv "$cp.tmp" "$cp"
   echo "$cp"
 }
@@ -161,15 +162,16 @@ cmd_up() {
   cmd_fetch >/dev/null
   local cluster_id=""
   [ -f "$dir/cluster.id" ] && cluster_id=$(cat "$dir/cluster.id")
-  if [ -z "$cluster_id" ]; then
+  # 16 random bytes, base64url (Kafka's Uuid); one that begins with '-' would read as a flag.
+  while [ -z "$cluster_id" ] || [ "${cluster_id#-}" != "$cluster_id" ]; do
     cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | cut -c1-22)
-    echo "$cluster_id" > "$dir/cluster.id"
-  fi
+  done
+  echo "$cluster_id" > "$dir/cluster.id"
   for i in $(seq 1 "$n"); do
     mkdir -p "$dir/n$i"
     write_properties "$dir" "$port" "$n" "$i"
     if [ ! -f "$dir/n$i/data/meta.properties" ]; then
-      tool_java kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/n$i/server.properties" \
+      tool_java kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$dir/n$i/server.properties" \
         >"$dir/n$i/format.log" 2>&1 \
         || { say "formatting node $i failed:"; cat "$dir/n$i/format.log" >&2; exit 1; }
     fi

@@ -9,10 +9,11 @@ started_here=0
 if [ ! -f .state/services.env ] || ! scripts/services.sh env >/dev/null 2>&1; then
   started_here=1
 fi
-scripts/services.sh up
+# Installed first: an `up` that fails half-way stops what it did start.
 if [ "$started_here" = 1 ]; then
   trap 'scripts/services.sh down' EXIT
 fi
+scripts/services.sh up
 # shellcheck disable=SC1091
 source .state/services.env
 "$@"

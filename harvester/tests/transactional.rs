@@ -1,15 +1,15 @@
 //! Transactional publishing (`publish.mode = "transactional"`) on every database backend and
-//! the embedded broker: records go out in transactions, a row is purged once its transaction
+//! Apache Kafka: records go out in transactions, a row is purged once its transaction
 //! committed, and a failure aborts the transaction and sends the rows of every key it touched
 //! again, in order.
 //!
-//! What the embedded broker cannot show: librdkafka's mock cluster gives every
-//! `init_transactions` a new producer id (so a successor does not fence a stalled predecessor)
-//! and writes no abort markers (so a read_committed consumer still sees aborted records). The
-//! fencing and the read_committed view are a real cluster's to prove (README, "Guarantees");
-//! here the tests check what the harvester itself does: every row delivered and purged, first
-//! deliveries in order, the transactions counted, and aborted transactions' rows re-sent (a
-//! row left behind by an abort would never be purged, and `drained` would fail).
+//! Refused partition registrations are injected into the mock (`with_faults`), which cannot
+//! show fencing (it gives every `init_transactions` a new producer id) nor the read_committed
+//! view (it writes no abort markers); on Kafka a shard's transactional id is fenced by another
+//! producer, and the broker is probed for both views. Everywhere the tests check what the
+//! harvester itself does: every row delivered and purged, first deliveries in order, the
+//! transactions counted, and aborted transactions' rows re-sent (a row left behind by an abort
+//! would never be purged, and `drained` would fail).
 
 mod common;
 
@@ -187,5 +187,68 @@ async fn the_real_broker_hides_aborted_transactions_and_the_mock_does_not() {
     assert!(
         probe.uncommitted_sees_aborted && probe.committed_sees_aborted,
         "the embedded broker now hides aborted transactions: {probe:?}"
+    );
+}
+
+/// The real counterpart of the mock's injected PRODUCER_FENCED (`producer_fatal.rs`): on Apache
+/// Kafka another producer's `init_transactions` with a shard's transactional id fences the
+/// shard's producer (as a successor fences a zombie). Its open transaction is aborted by the
+/// broker, librdkafka raises a fatal error, and the pipeline restarts with fresh producers,
+/// whose own `init_transactions` fence the intruder in turn. Nothing is lost, first deliveries
+/// stay in order, and the read_committed verifier never sees the aborted records.
+#[tokio::test]
+async fn real_broker_fencing_a_shards_transactional_id_restarts_without_loss() {
+    use common::real::write_rounds;
+    use rdkafka::producer::{BaseProducer, Producer};
+
+    let world = World::on(Backend::Postgres, "hvtxnfence", 4).await;
+    assert!(
+        !world.broker.supports_faults(),
+        "KAFKA_BROKERS must name a real broker (scripts/services.sh up starts one)"
+    );
+    world.migrate().await;
+    let config = transactional(&world, "hvtxnfence");
+    let PublishConfig::Transactional(publish) = &config.publish else {
+        unreachable!("transactional() sets the mode")
+    };
+    let shard_ids: Vec<String> = (0..8).map(|shard| publish.shard_id(shard)).collect();
+    // The mock elector: the fencing under test is the broker's, not NELI's.
+    let handle = world.start_leading(config).await;
+    let keys = 40;
+    write_rounds(&world, "k", keys, 0..20).await;
+    world.drained().await;
+    // Fence every shard's producer (whichever shard a key hashes to, it is fenced).
+    let bootstrap = world.broker.bootstrap().to_owned();
+    let intruders = tokio::task::spawn_blocking(move || {
+        shard_ids
+            .iter()
+            .map(|id| {
+                let p: BaseProducer = rdkafka::ClientConfig::new()
+                    .set("bootstrap.servers", &bootstrap)
+                    .set("transactional.id", id)
+                    .create()
+                    .unwrap();
+                p.init_transactions(Duration::from_secs(30)).unwrap();
+                p
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    write_rounds(&world, "k", keys, 20..40).await;
+    world.drained().await;
+    drop(intruders);
+    let report = world.verify(Duration::from_secs(90)).await;
+    let stats = handle.harvester.stats();
+    handle.stop().await.unwrap();
+    println!(
+        "real broker, every shard fenced by another producer: pipeline restarts {}, transactions committed {}, aborted {}: {report}",
+        stats.pipeline_restarts, stats.txn_committed, stats.txn_aborted
+    );
+    report.assert_correct();
+    assert_eq!(report.delivered, keys as u64 * 40);
+    assert!(
+        stats.pipeline_restarts >= 1,
+        "a fenced producer must be replaced: {stats:?}"
     );
 }

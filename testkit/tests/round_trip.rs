@@ -247,3 +247,64 @@ async fn wait_for_times_out_with_context() {
         .unwrap_err();
     assert!(err.to_string().contains("never"));
 }
+
+/// The same on Apache Kafka, a cluster of this test's own: a paused node (SIGSTOP) makes
+/// produce time out, a stopped one refuses it, and once started on its data it serves again,
+/// with what it had before still there.
+#[tokio::test]
+async fn a_private_kafka_node_paused_stopped_and_started() {
+    use testkit::broker::{NodeAction, PrivateKafka};
+    let cluster = tokio::task::spawn_blocking(|| PrivateKafka::start(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cluster.live_brokers().unwrap(), 1);
+    let broker = cluster.broker();
+    let topic = names::topic("pdown");
+    broker.create_topic(&topic, 1).await.unwrap();
+    let p: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("message.timeout.ms", "1500")
+        .create()
+        .unwrap();
+    let send = |payload: &'static str| {
+        let (p, topic) = (p.clone(), topic.clone());
+        async move {
+            p.send(
+                FutureRecord::to(&topic).key("k").payload(payload),
+                Duration::from_secs(5),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|(e, _)| e)
+        }
+    };
+    send("before").await.expect("delivered while up");
+    for (fault, heal) in [
+        (NodeAction::Pause, NodeAction::Resume),
+        (NodeAction::Stop, NodeAction::Start),
+    ] {
+        cluster.node(1, fault).unwrap();
+        let failed = send("while down").await;
+        cluster.node(1, heal).unwrap();
+        assert!(failed.is_err(), "produce must fail after {fault:?}");
+        wait_for(
+            &format!("produce after {heal:?}"),
+            Duration::from_secs(60),
+            || async { send("after").await.is_ok() },
+        )
+        .await
+        .unwrap();
+    }
+    // Kept through the stop: the first record is still the first, with the later ones after it
+    // (a record that timed out while the node was paused may have been written on resume).
+    let bootstrap = broker.bootstrap().to_owned();
+    let read = tokio::task::spawn_blocking(move || {
+        testkit::broker::console::read_all(&bootstrap, &topic, 3, Duration::from_secs(30))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(read.len(), 3, "{read:?}");
+    assert_eq!(read[0].value, "before", "{read:?}");
+}
