@@ -81,6 +81,7 @@ async fn a_failed_record_aborts_its_transaction(backend: Backend) {
         report,
         injected,
         stats,
+        rounds,
         ..
     } = harvest_under_faults(
         &world,
@@ -88,6 +89,7 @@ async fn a_failed_record_aborts_its_transaction(backend: Backend) {
         faults::ADD_PARTITIONS_TO_TXN,
         (5, 300, 50),
         Duration::from_secs(150),
+        |s| s.txn_aborted > 0 && s.reset > 0,
     )
     .await;
     println!(
@@ -101,7 +103,7 @@ async fn a_failed_record_aborts_its_transaction(backend: Backend) {
     );
     assert_eq!(report.lost, 0, "{report}");
     assert_eq!(report.unexpected, 0, "{report}");
-    assert_eq!(report.delivered, 1500);
+    assert_eq!(report.delivered, 1500 * rounds);
     assert!(
         stats.txn_aborted > 0 && stats.reset > 0,
         "refused produces must abort transactions and reset their rows"

@@ -96,24 +96,44 @@ pub struct FaultRun {
     pub injected: u64,
     pub stats: StatsSnapshot,
     pub took: Duration,
+    /// Rounds written (each `keys` x `per_key` rows) before the faults were seen.
+    pub rounds: u64,
 }
 
-/// Harvests with `config` while [`RequestFaults`] inject `faults`: writes `keys` keys x `per_key` rows,
-/// `batch` per transaction, verifies (up to `timeout`), stops the faults, waits for the outbox to
-/// drain and stops the harvester. INVALID_RECORD is "suspect" (it could be a misconfiguration);
-/// injected here it is transient, so rows get enough attempts that none is quarantined.
+/// At most this many rounds are written waiting for an injected fault to reach the pipeline: a
+/// round is a few produce requests and NELI's heartbeats take some errors, so a fast round can
+/// slip between them; ten in a row is a harness fault worth a failure.
+const MAX_ROUNDS: u64 = 10;
+
+/// Harvests with `config` while [`RequestFaults`] inject `faults`: writes rounds of `keys` keys x
+/// `per_key` rows (`batch` per transaction, keys named anew each round), each once the outbox
+/// drained of the last, until `reached` says the faults reached the pipeline (at most
+/// [`MAX_ROUNDS`]); then verifies (up to `timeout`), stops the faults and the harvester. INVALID_RECORD is
+/// "suspect" (it could be a misconfiguration); injected here it is transient, so rows get enough
+/// attempts that none is quarantined.
 pub async fn harvest_under_faults(
     world: &World,
     mut config: Config,
     faults: Faults,
     (keys, per_key, batch): (usize, u64, usize),
     timeout: Duration,
+    reached: fn(&StatsSnapshot) -> bool,
 ) -> FaultRun {
     config.limits.max_delivery_attempts = 1000;
     let handle = world.start(config).await;
     let started = std::time::Instant::now();
     let faults = RequestFaults::start(&world.broker, faults);
-    world.write(keys, per_key, batch).await;
+    let mut rounds = 0;
+    loop {
+        world
+            .write_keys(&format!("r{rounds}k"), keys, per_key, batch)
+            .await;
+        rounds += 1;
+        world.drained().await;
+        if reached(&handle.harvester.stats()) || rounds == MAX_ROUNDS {
+            break;
+        }
+    }
     let report = world.verify(timeout).await;
     let injected = faults.stop().await;
     let took = started.elapsed();
@@ -125,5 +145,6 @@ pub async fn harvest_under_faults(
         injected,
         stats,
         took,
+        rounds,
     }
 }
