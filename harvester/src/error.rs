@@ -60,6 +60,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// The cluster at `kafka."bootstrap.servers"` refuses what the outbox's producers need, and a
+    /// new producer would be refused the same way (librdkafka's fatal error `code`): brokers
+    /// without idempotent or transactional producers (an unsupported API version), or a
+    /// principal without the ACLs for them. The harvester stops instead of replacing its
+    /// producers for ever; no row is deleted that Kafka did not acknowledge. `fix` says what to do.
+    #[error("kafka: the cluster at kafka.\"bootstrap.servers\" = {bootstrap:?} refuses the outbox's producers ({code:?}): {reason}; {fix}")]
+    KafkaRefused {
+        bootstrap: String,
+        code: rdkafka::types::RDKafkaErrorCode,
+        reason: String,
+        fix: &'static str,
+    },
+
     /// A database operation failed.
     #[error("database: cannot {action}")]
     Database {
@@ -138,6 +151,12 @@ impl Error {
             Error::Election { source, .. } => source.config_problems(),
             _ => None,
         }
+    }
+
+    /// Whether the harvester must stop rather than restart its pipeline: a restart would meet
+    /// the same refusal ([`Error::KafkaRefused`]).
+    pub fn ends_harvest(&self) -> bool {
+        matches!(self, Error::KafkaRefused { .. })
     }
 
     pub(crate) fn kafka(

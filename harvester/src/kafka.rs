@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientConfig;
 use serde::{Deserialize, Serialize};
 
@@ -170,6 +171,25 @@ pub fn log_to_tracing(member: &str, level: RDKafkaLogLevel, fac: &str, message: 
     }
 }
 
+/// The error for a producer's fatal `code`, when a new producer would meet it again (see
+/// [`crate::Error::KafkaRefused`]); `None` for fatal errors a fresh producer clears (fenced, a
+/// gap in a partition's sequence).
+pub fn refusal(bootstrap: &str, code: RDKafkaErrorCode, reason: &str) -> Option<crate::Error> {
+    let fix = match code {
+        RDKafkaErrorCode::UnsupportedFeature => "the brokers lack the API versions that idempotent and transactional producers need (InitProducerId: Apache Kafka 0.11 or later); point it at such brokers",
+        RDKafkaErrorCode::ClusterAuthorizationFailed => "grant the harvester's principal IdempotentWrite on the cluster (brokers before Kafka 3.0; later ones need Write on the topics)",
+        RDKafkaErrorCode::TransactionalIdAuthorizationFailed => "grant the harvester's principal Write and Describe on the transactional ids publish.transactional_id-*",
+        RDKafkaErrorCode::InvalidTransactionTimeout => "set producer_kafka.\"transaction.timeout.ms\" (by default the larger of the leader's succession and 60 s) at most the brokers' transaction.max.timeout.ms",
+        _ => return None,
+    };
+    Some(crate::Error::KafkaRefused {
+        bootstrap: bootstrap.to_owned(),
+        code,
+        reason: reason.to_owned(),
+        fix,
+    })
+}
+
 fn unreachable(bootstrap: &str, after: std::time::Duration, reason: &str) -> crate::Error {
     crate::Error::KafkaUnreachable {
         bootstrap: bootstrap.to_owned(),
@@ -212,5 +232,27 @@ mod tests {
         let cfg = KafkaConfig::with_bootstrap("b").set("sasl.password", "hunter2");
         assert_eq!(cfg.redacted()["sasl.password"], "<redacted>");
         assert_eq!(cfg.redacted()["bootstrap.servers"], "b");
+    }
+
+    #[test]
+    fn a_refusal_a_new_producer_would_meet_again_ends_the_harvest() {
+        for code in [
+            RDKafkaErrorCode::UnsupportedFeature,
+            RDKafkaErrorCode::ClusterAuthorizationFailed,
+            RDKafkaErrorCode::TransactionalIdAuthorizationFailed,
+            RDKafkaErrorCode::InvalidTransactionTimeout,
+        ] {
+            let e = refusal("b:9092", code, "why").expect("a refusal");
+            assert!(e.ends_harvest());
+            let text = e.to_string();
+            assert!(text.contains("kafka.\"bootstrap.servers\" = \"b:9092\""), "{text}");
+        }
+        for code in [
+            RDKafkaErrorCode::Fenced,
+            RDKafkaErrorCode::OutOfOrderSequenceNumber,
+            RDKafkaErrorCode::InvalidRecord,
+        ] {
+            assert!(refusal("b:9092", code, "why").is_none(), "{code:?}");
+        }
     }
 }

@@ -566,6 +566,47 @@ async fn a_bootstrap_that_reaches_no_kafka_fails_within_the_connect_bound() {
     assert_eq!(world.outbox_rows().await, 6, "nothing deleted");
 }
 
+/// Brokers that do not offer the API idempotent and transactional producers need
+/// (InitProducerId, as brokers before Kafka 0.11): the reaper, in either publish mode, stops with an error naming `kafka."bootstrap.servers"` and the
+/// missing support, instead of replacing its producers for ever; nothing is deleted. NELI needs
+/// no InitProducerId, so the reaper leads first: the bound is the election's succession, the
+/// connect bound, and a margin for the process's start. Only the embedded broker offers a
+/// chosen set of API versions.
+#[tokio::test]
+async fn brokers_without_idempotent_producers_stop_the_reaper_naming_the_setting() {
+    let world = World::with_faults(Backend::Postgres, "rapiv").await;
+    world
+        .broker
+        .api_versions("InitProducerId", None)
+        .expect("the embedded broker takes API versions");
+    world.write(3, 2, 3).await;
+    let transactional = serde_json::json!({
+        "mode": "transactional",
+        "transactional_id": testkit::names::unique("rapiv"),
+    });
+    for publish in [None, Some(transactional)] {
+        let mut config = world.config();
+        if let Some(p) = &publish {
+            config.publish = serde_json::from_value(p.clone()).unwrap();
+        }
+        config.http.listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        config.limits.connect_timeout = Duration::from_secs(3);
+        let bound =
+            config.leader.succession() + config.limits.connect_timeout + Duration::from_secs(5);
+        let (code, stderr, took) = run_config_to_end(&config).await;
+        println!("{publish:?}: exit {code} after {took:?}: {stderr}");
+        assert_eq!(code, 1, "{stderr}");
+        assert!(
+            stderr.contains("kafka.\"bootstrap.servers\"")
+                && stderr.contains(world.broker.bootstrap())
+                && stderr.contains("UnsupportedFeature"),
+            "names the setting, the address and the refusal: {stderr}"
+        );
+        assert!(took < bound, "{took:?} (bound {bound:?})");
+    }
+    assert_eq!(world.outbox_rows().await, 6, "nothing deleted");
+}
+
 /// Runs the reaper on `config` (written to a file) until it exits, off the test's runtime:
 /// (exit code, stderr, how long it ran).
 async fn run_config_to_end(config: &harvester::Config) -> (i32, String, Duration) {

@@ -290,6 +290,10 @@ impl super::Harvester {
                     let s = segment.take().expect("guarded");
                     match ended {
                         Ok(Ok(())) => {}
+                        Ok(Err(e)) if e.ends_harvest() => {
+                            tracing::error!("pipeline stopped: {e}; the harvester stops");
+                            break Err(e);
+                        }
                         Ok(Err(e)) => {
                             Stats::add(&self.stats.pipeline_restarts, 1);
                             tracing::warn!("pipeline stopped: {e}; restarting with a fresh leader id");

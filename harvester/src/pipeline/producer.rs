@@ -82,6 +82,8 @@ pub struct ShardProducer {
     pub shard: usize,
     /// The `transactional.id`, in transactional mode.
     pub transactional_id: Option<String>,
+    /// `bootstrap.servers`, for the error of a refusal.
+    bootstrap: String,
     producer: ThreadedProducer<BridgeContext>,
     reports: Mutex<Option<mpsc::UnboundedReceiver<Report>>>,
     /// Whether lone records skip librdkafka's linger (see [`ShardProducer::nudge`]).
@@ -138,18 +140,27 @@ impl ShardProducer {
             .map_err(Error::kafka(format!(
                 "create the producer of shard {shard}"
             )))?;
+        let bootstrap = config
+            .get("bootstrap.servers")
+            .unwrap_or_default()
+            .to_owned();
         if let Some(id) = &transactional_id {
-            producer
-                .init_transactions(init_timeout)
-                .map_err(Error::kafka(format!(
-                "register transactional id {id:?} (shard {shard}) with the transaction coordinator"
-            )))?;
+            producer.init_transactions(init_timeout).map_err(|e| {
+                let refused = e.rdkafka_error_code().and_then(|code| {
+                    crate::kafka::refusal(&bootstrap, code, &e.to_string())
+                });
+                refused.unwrap_or_else(|| Error::Kafka {
+                    action: format!("register transactional id {id:?} (shard {shard}) with the transaction coordinator"),
+                    source: e,
+                })
+            })?;
         }
         let nudges =
             transactional_id.is_none() && LINGER_KEYS.iter().all(|k| config.get(k).is_none());
         Ok(Arc::new(ShardProducer {
             shard,
             transactional_id,
+            bootstrap,
             producer,
             reports: Mutex::new(Some(rx)),
             nudges,
@@ -224,6 +235,14 @@ impl ShardProducer {
             .client()
             .fatal_error()
             .map(|(code, reason)| format!("{code:?}: {reason}"))
+    }
+
+    /// The producer's fatal error when a new producer would meet it again (the cluster refuses
+    /// idempotence or transactions, or the principal lacks their ACLs): see
+    /// [`Error::KafkaRefused`]. librdkafka raises it on its own, before any record is sent.
+    pub fn refusal(&self) -> Option<Error> {
+        let (code, reason) = self.producer.client().fatal_error()?;
+        crate::kafka::refusal(&self.bootstrap, code, &reason)
     }
 
     /// The adaptive linger. librdkafka holds a message up to `linger.ms` (5 ms by default) in

@@ -386,6 +386,9 @@ impl Shard {
             *a += 1;
             *a
         };
+        if let Some(refused) = self.producer.refusal() {
+            return Err(refused);
+        }
         if let Some(fatal) = self.producer.fatal_error() {
             // A dead producer fails every record; resetting them would loop forever. The
             // pipeline stops and the term restarts it with fresh producers (a new producer id).
@@ -845,6 +848,9 @@ impl Shard {
     }
 
     async fn on_tick(&mut self, draining: bool) -> Result<()> {
+        if let Some(refused) = self.producer.refusal() {
+            return Err(refused);
+        }
         if !self.keys.is_empty() {
             if let Some((failing, failures)) = self.stall.stuck(Instant::now()) {
                 return Err(self.stuck(failing, failures));

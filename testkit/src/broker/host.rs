@@ -203,6 +203,12 @@ fn apply(cluster: &MockCluster<'_, DefaultProducerContext>, command: Command) ->
         Command::ClearRequestErrors { api } => api_key(&api).map(|key| {
             cluster.clear_request_errors(key);
         }),
+        Command::ApiVersions { api, versions } => api_key(&api).and_then(|key| {
+            let (min, max) = versions.unzip();
+            cluster
+                .apiversion(key, min, max)
+                .map_err(|e| format!("api versions of {api}: {e}"))
+        }),
         Command::BrokerDown { broker } => cluster
             .broker_down(broker)
             .map_err(|e| format!("broker {broker} down: {e}")),

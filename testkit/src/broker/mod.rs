@@ -257,6 +257,19 @@ impl Broker {
         })
     }
 
+    /// Sets the versions of `api` the brokers advertise; `None` offers it not at all (a broker
+    /// too old for it). Clients connected before keep what they were told.
+    pub fn api_versions(
+        &self,
+        api: &str,
+        versions: Option<(i16, i16)>,
+    ) -> Result<(), TestkitError> {
+        self.send(Command::ApiVersions {
+            api: api.to_owned(),
+            versions,
+        })
+    }
+
     /// Stops broker `id` (-1: all) accepting connections.
     pub fn broker_down(&self, id: i32) -> Result<(), TestkitError> {
         self.send(Command::BrokerDown { broker: id })

@@ -33,6 +33,12 @@ pub enum Command {
     RequestErrors { api: String, errors: Vec<String> },
     /// Drop any errors still stacked for an API.
     ClearRequestErrors { api: String },
+    /// Set the versions of an API the brokers advertise (`None`: the API is not offered at all,
+    /// as by a broker too old for it). `api` as for `RequestErrors`.
+    ApiVersions {
+        api: String,
+        versions: Option<(i16, i16)>,
+    },
     /// Stop a broker accepting connections (-1 = all brokers).
     BrokerDown { broker: i32 },
     /// Let a broker accept connections again (-1 = all brokers).
