@@ -23,9 +23,15 @@ if ! command -v valgrind >/dev/null 2>&1; then
   apt-get update -qq >/dev/null && apt-get install -y -qq valgrind >/dev/null
 fi
 
-build() { # build DIR TARGET_DIR -> path of hotpaths
-  (cd "$1" && CARGO_TARGET_DIR=$2 cargo build --release -q -p bench --bin hotpaths)
-  echo "$2/release/hotpaths"
+# Every build shares this tree's target directory, so the dependencies are compiled once (on a
+# fresh machine a separate one cost a full release build per job); each binary is copied aside,
+# as the next build of another tree overwrites target/release/hotpaths.
+build() { # build DIR -> path of a copy of its hotpaths
+  (cd "$1" && CARGO_TARGET_DIR=$ROOT/target cargo build --release -q -p bench --bin hotpaths)
+  local copy
+  copy=$(mktemp "$tmp/hotpaths.XXXXXX")
+  cp "$ROOT/target/release/hotpaths" "$copy" && chmod 755 "$copy"
+  echo "$copy"
 }
 
 ir() { # ir BIN WORKLOAD N
@@ -67,7 +73,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 case "${1:-}" in
   --update)
-    bin=$(build "$ROOT" "$ROOT/target")
+    bin=$(build "$ROOT")
     { echo "# hot-path instructions per $N iterations (scripts/gate.sh --update; $(rustc --version))"
       measure "$bin" $(workloads "$bin"); } > "$BASELINE"
     cat "$BASELINE" ;;
@@ -76,8 +82,8 @@ case "${1:-}" in
     wt=$ROOT/target/gate/worktree
     git worktree remove --force "$wt" 2>/dev/null || true
     git worktree add -f --detach "$wt" "$rev" >/dev/null
-    base_bin=$(build "$wt" "$ROOT/target/gate/target")
-    cand_bin=$(build "$ROOT" "$ROOT/target")
+    base_bin=$(build "$wt")
+    cand_bin=$(build "$ROOT")
     list=$(workloads "$cand_bin")
     # shellcheck disable=SC2086
     measure "$base_bin" $list > "$tmp/base"
@@ -90,7 +96,7 @@ case "${1:-}" in
     wt=$ROOT/target/gate/selftest
     git worktree remove --force "$wt" 2>/dev/null || true
     git worktree add -f --detach "$wt" HEAD >/dev/null
-    bin=$(build "$wt" "$ROOT/target/gate/target")
+    bin=$(build "$wt")
     list=$(workloads "$bin")
     # shellcheck disable=SC2086
     measure "$bin" $list > "$tmp/a"
@@ -98,14 +104,14 @@ case "${1:-}" in
     measure "$bin" $list > "$tmp/b"
     echo "gate selftest 1/3: the same build measured twice must pass"
     compare "$tmp/a" "$tmp/b"
-    bin=$(build "$wt" "$ROOT/target/gate/target")
+    bin=$(build "$wt")
     # shellcheck disable=SC2086
     measure "$bin" $list > "$tmp/c"
     echo "gate selftest 2/3: a rebuild of the same tree must pass"
     compare "$tmp/a" "$tmp/c"
     (cd "$wt" && git apply "$ROOT/bench/gate/slowdown.patch")
     # shellcheck disable=SC2086
-    measure "$(build "$wt" "$ROOT/target/gate/target")" $list > "$tmp/slow"
+    measure "$(build "$wt")" $list > "$tmp/slow"
     git worktree remove --force "$wt"
     echo "gate selftest 3/3: bench/gate/slowdown.patch must trip the gate"
     if compare "$tmp/a" "$tmp/slow"; then
@@ -114,7 +120,7 @@ case "${1:-}" in
     echo "gate selftest passed: unchanged builds pass, the slowed one fails" ;;
   "")
     [ -f "$BASELINE" ] || { echo "gate: no $BASELINE; run scripts/gate.sh --update" >&2; exit 2; }
-    bin=$(build "$ROOT" "$ROOT/target")
+    bin=$(build "$ROOT")
     # shellcheck disable=SC2086
     measure "$bin" $(workloads "$bin") > "$tmp/cand"
     echo "gate: this tree vs $BASELINE (threshold +$THRESHOLD%)"
