@@ -245,7 +245,10 @@ mod tests {
             let e = refusal("b:9092", code, "why").expect("a refusal");
             assert!(e.ends_harvest());
             let text = e.to_string();
-            assert!(text.contains("kafka.\"bootstrap.servers\" = \"b:9092\""), "{text}");
+            assert!(
+                text.contains("kafka.\"bootstrap.servers\" = \"b:9092\""),
+                "{text}"
+            );
         }
         for code in [
             RDKafkaErrorCode::Fenced,
