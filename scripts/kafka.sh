@@ -21,7 +21,9 @@
 # rebalance delay, group sessions from 1 s (group.min.session.timeout.ms=1000), no topic
 # auto-creation (as production clusters are run), retention by time only. A file named by
 # HARVEST_KAFKA_EXTRA_PROPS is appended to every node's properties (listeners for TLS/SASL,
-# ACLs). Heap: HARVEST_KAFKA_HEAP (default 1g on one node, 512m each on more).
+# ACLs); one named by HARVEST_KAFKA_FORMAT_ARGS holds extra arguments of the storage format, one
+# per line (`--add-scram` users: they exist only from the first format of a folder on).
+# Heap: HARVEST_KAFKA_HEAP (default 1g on one node, 512m each on more).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -171,8 +173,10 @@ cmd_up() {
     mkdir -p "$dir/n$i"
     write_properties "$dir" "$port" "$n" "$i"
     if [ ! -f "$dir/n$i/data/meta.properties" ]; then
+      local extra=()
+      if [ -n "${HARVEST_KAFKA_FORMAT_ARGS:-}" ]; then mapfile -t extra < "$HARVEST_KAFKA_FORMAT_ARGS"; fi
       tool_java kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$dir/n$i/server.properties" \
-        >"$dir/n$i/format.log" 2>&1 \
+        "${extra[@]}" >"$dir/n$i/format.log" 2>&1 \
         || { say "formatting node $i failed:"; cat "$dir/n$i/format.log" >&2; exit 1; }
     fi
   done

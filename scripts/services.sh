@@ -13,7 +13,8 @@
 #                               against a second Kafka-compatible implementation
 #   scripts/services.sh down    stop only what `up` started
 #   scripts/services.sh env     print the export lines for the current services
-#   scripts/services.sh tools   install what builds need beyond cargo (protoc, for etcd-client)
+#   scripts/services.sh tools   install what builds need beyond cargo (protoc, for etcd-client;
+#                               pkg-config and libssl-dev, for librdkafka's TLS)
 #   scripts/services.sh private up|restart|down DIR PORT
 #                               a private Postgres cluster of the caller's own (the benchmark's
 #                               pg-restart scenario restarts it; never the shared server)
@@ -60,6 +61,10 @@ apt_install() { # apt_install PACKAGE...
 
 cmd_tools() {
   command -v protoc >/dev/null 2>&1 || apt_install protobuf-compiler
+  # librdkafka's TLS and SCRAM link the system's OpenSSL, found by pkg-config.
+  if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists openssl 2>/dev/null; then
+    apt_install pkg-config libssl-dev
+  fi
 }
 
 # tcp_line HOST PORT [SEND]: the first line a server says (after SEND, if given), or nothing.
@@ -383,6 +388,7 @@ kafka_up() {
   fi
   local was_running=0
   [ -n "$ours" ] && [ "$("$ROOT/scripts/kafka.sh" brokers "$dir")" -ge "$KAFKA_NODES" ] && was_running=1
+  [ "$KAFKA_NODES" = 1 ] && kafka_secured "$port"
   KAFKA_BROKERS=$("$ROOT/scripts/kafka.sh" up "$dir" "$port" "$KAFKA_NODES")
   echo "$KAFKA_BROKERS" > "$dir/bootstrap"
   if [ "$was_running" = 0 ]; then
@@ -390,6 +396,73 @@ kafka_up() {
     sort -u -o "$STATE/kafka.started" "$STATE/kafka.started"
   fi
 }
+
+# The one-node broker's secured listeners, beside PLAINTEXT on PORT: TLS (PORT+2), mutual TLS
+# (+3), SASL_SSL (+4) and SASL_PLAINTEXT (+5) with SCRAM-SHA-256/512 and PLAIN, and TLS with an
+# expired certificate (+6) and one for another host (+7). A throwaway CA (testkit's
+# tls-material) in $STATE/tls; SASL users admin (super user) and harvester (only the ACLs a test
+# grants) with random passwords in $STATE/kafka-users. Kafka's StandardAuthorizer: PLAINTEXT,
+# the controller and anonymous TLS clients are User:ANONYMOUS, a super user.
+kafka_secured() {
+  local port=$1 tls=$STATE/tls users=$STATE/kafka-users target=${CARGO_TARGET_DIR:-$ROOT/target}
+  (cd "$ROOT" && cargo build -q -p testkit --bin tls-material)
+  "$target/debug/tls-material" "$tls"
+  mkdir -p "$users"; chmod 700 "$users"
+  local u
+  for u in admin harvester; do
+    if [ ! -s "$users/$u.password" ]; then
+      (umask 077; head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' > "$users/$u.password")
+    fi
+  done
+  local admin harvester
+  admin=$(cat "$users/admin.password"); harvester=$(cat "$users/harvester.password")
+  : > "$STATE/kafka-format.args"
+  for m in SCRAM-SHA-256 SCRAM-SHA-512; do
+    for u in admin harvester; do
+      printf -- '--add-scram\n%s=[name=%s,password=%s]\n' "$m" "$u" "$(cat "$users/$u.password")" \
+        >> "$STATE/kafka-format.args"
+    done
+  done
+  chmod 600 "$STATE/kafka-format.args"
+  local p=$port l
+  local plain="org.apache.kafka.common.security.plain.PlainLoginModule required user_admin=\"$admin\" user_harvester=\"$harvester\";"
+  local scram="org.apache.kafka.common.security.scram.ScramLoginModule required;"
+  (umask 077; cat > "$STATE/kafka-secured.properties" <<PROPS
+listeners=PLAINTEXT://127.0.0.1:$p,CONTROLLER://127.0.0.1:$((p + 1)),SSL://127.0.0.1:$((p + 2)),MTLS://127.0.0.1:$((p + 3)),SASL_SSL://127.0.0.1:$((p + 4)),SASL_PLAINTEXT://127.0.0.1:$((p + 5)),EXPIRED://127.0.0.1:$((p + 6)),WRONGHOST://127.0.0.1:$((p + 7))
+advertised.listeners=PLAINTEXT://127.0.0.1:$p,CONTROLLER://127.0.0.1:$((p + 1)),SSL://127.0.0.1:$((p + 2)),MTLS://127.0.0.1:$((p + 3)),SASL_SSL://127.0.0.1:$((p + 4)),SASL_PLAINTEXT://127.0.0.1:$((p + 5)),EXPIRED://127.0.0.1:$((p + 6)),WRONGHOST://127.0.0.1:$((p + 7))
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,EXPIRED:SSL,WRONGHOST:SSL
+ssl.keystore.type=PEM
+ssl.keystore.location=$tls/server-bundle.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$tls/ca.pem
+ssl.client.auth=none
+listener.name.mtls.ssl.client.auth=required
+listener.name.expired.ssl.keystore.location=$tls/expired-bundle.pem
+listener.name.wronghost.ssl.keystore.location=$tls/wrong-host-bundle.pem
+ssl.principal.mapping.rules=RULE:^CN=([^,]+)\$/\$1/,DEFAULT
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:admin
+PROPS
+  for l in sasl_ssl sasl_plaintext; do
+    cat >> "$STATE/kafka-secured.properties" <<PROPS
+listener.name.$l.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+listener.name.$l.scram-sha-256.sasl.jaas.config=$scram
+listener.name.$l.scram-sha-512.sasl.jaas.config=$scram
+listener.name.$l.plain.sasl.jaas.config=$plain
+PROPS
+  done)
+  export HARVEST_KAFKA_EXTRA_PROPS=$STATE/kafka-secured.properties
+  export HARVEST_KAFKA_FORMAT_ARGS=$STATE/kafka-format.args
+  KAFKA_SECURED_ENV="export KAFKA_TLS_DIR=$tls
+export KAFKA_USERS_DIR=$users
+export KAFKA_SSL_BROKERS=127.0.0.1:$((p + 2))
+export KAFKA_MTLS_BROKERS=127.0.0.1:$((p + 3))
+export KAFKA_SASL_SSL_BROKERS=127.0.0.1:$((p + 4))
+export KAFKA_SASL_PLAINTEXT_BROKERS=127.0.0.1:$((p + 5))
+export KAFKA_EXPIRED_BROKERS=127.0.0.1:$((p + 6))
+export KAFKA_WRONG_HOST_BROKERS=127.0.0.1:$((p + 7))"
+}
+KAFKA_SECURED_ENV=""
 
 # private_kafka up|down DIR PORT [N]: a cluster of the caller's own; `up` prints its bootstrap.
 private_kafka() {
@@ -464,6 +537,7 @@ write_env() {
     echo "export ETCD_ENDPOINTS=$ETCD_ENDPOINTS"
     if [ -n "${TANSU_BROKERS:-}" ]; then echo "export TANSU_BROKERS=$TANSU_BROKERS"; fi
     echo "export KAFKA_BROKERS=$KAFKA_BROKERS"
+    if [ -n "$KAFKA_SECURED_ENV" ]; then echo "$KAFKA_SECURED_ENV"; fi
     local bootstrap
     bootstrap=$(sed -n 's/.*"bootstrap": *"\([^"]*\)".*/\1/p' "$STATE/broker/broker.json")
     echo "export HARVEST_EMBEDDED_BOOTSTRAP=$bootstrap"

@@ -607,6 +607,35 @@ async fn brokers_without_idempotent_producers_stop_the_reaper_naming_the_setting
     assert_eq!(world.outbox_rows().await, 6, "nothing deleted");
 }
 
+/// A SASL login the broker refuses (a wrong password, from a file) is a configuration problem:
+/// the reaper exits 2 naming the setting, within the connect bound plus a margin for the
+/// process's start, prints no password, and touches no row.
+#[tokio::test]
+async fn a_refused_sasl_login_exits_2_naming_the_setting() {
+    use testkit::secured::{SecuredKafka, ADMIN};
+    let secured = SecuredKafka::discover().unwrap();
+    let world = World::new("rsasl", 1).await;
+    world.migrate().await;
+    world.write(3, 2, 3).await;
+    let wrong = TempFile::write(&testkit::names::unique("wrong-password"), "not-the-password\n");
+    let mut config = world.config();
+    config.http.listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    config.kafka = harvester::config::KafkaConfig::with_bootstrap(&secured.sasl_plaintext)
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", "SCRAM-SHA-256")
+        .set("sasl.username", ADMIN)
+        .set("sasl.password_file", wrong.path());
+    config.limits.connect_timeout = Duration::from_secs(5);
+    let bound = config.limits.connect_timeout + Duration::from_secs(5);
+    let (code, stderr, took) = run_config_to_end(&config).await;
+    println!("exit {code} after {took:?}: {stderr}");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("kafka.\"sasl.password_file\""), "{stderr}");
+    assert!(!stderr.contains(&secured.password(ADMIN).unwrap()), "{stderr}");
+    assert!(took < bound, "{took:?}");
+    assert_eq!(world.outbox_rows().await, 6, "nothing deleted");
+}
+
 /// Runs the reaper on `config` (written to a file) until it exits, off the test's runtime:
 /// (exit code, stderr, how long it ran).
 async fn run_config_to_end(config: &harvester::Config) -> (i32, String, Duration) {

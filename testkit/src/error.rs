@@ -21,4 +21,6 @@ pub enum TestkitError {
     Verify(String),
     #[error("containers: {0}")]
     Containers(String),
+    #[error("tls material: {0}")]
+    Tls(#[from] rcgen::Error),
 }

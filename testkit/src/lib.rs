@@ -21,6 +21,8 @@ pub mod mariadb;
 pub mod names;
 pub mod pg;
 pub mod process;
+pub mod secured;
+pub mod tls;
 pub mod verify;
 mod wait;
 

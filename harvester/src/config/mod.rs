@@ -423,7 +423,7 @@ impl Config {
             return Err(problems);
         }
         if let Some(c) = config.as_mut() {
-            for (k, v) in &self.producer_kafka.0 {
+            for (k, v) in self.producer_kafka.resolved("producer_kafka").0 {
                 c.set(k, v);
             }
             if PRODUCER_TIMEOUT_KEYS

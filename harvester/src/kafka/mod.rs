@@ -11,11 +11,16 @@
 use std::collections::BTreeMap;
 
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigProblem;
+
+mod reach;
+mod secrets;
+
+pub use reach::refusal;
+use secrets::{indirect, pem_problem, read_secret};
 
 /// librdkafka properties shared by every client the harvester creates. Default:
 /// `bootstrap.servers = localhost:9092`.
@@ -53,16 +58,19 @@ impl KafkaConfig {
     }
 
     /// The user's properties plus `forced`; a user property that collides with a forced one
-    /// is reported against `field` with the forced value.
+    /// is reported against `field` with the forced value. Secrets given indirectly are read
+    /// here (see [`KafkaConfig::resolved`]), and the result is checked by librdkafka itself
+    /// (an unknown property or a bad value is a problem naming the key), so a mistake fails at
+    /// check time rather than when a client is created, after the database was touched.
     pub fn client_config(
         &self,
         field: &str,
         role: &str,
         forced: &[(&str, String)],
     ) -> Result<ClientConfig, Vec<ConfigProblem>> {
-        let mut problems = Vec::new();
+        let (resolved, mut problems) = self.resolved(field);
         let mut config = ClientConfig::new();
-        for (key, value) in &self.0 {
+        for (key, value) in &resolved {
             if let Some((_, forced_value)) = forced.iter().find(|(k, _)| k == key) {
                 problems.push(ConfigProblem::new(
                     format!("{field}.\"{key}\""),
@@ -77,43 +85,46 @@ impl KafkaConfig {
             config.set(*key, value);
         }
         if problems.is_empty() {
+            problems.extend(native_problems(&config, field));
+        }
+        if problems.is_empty() {
             Ok(config)
         } else {
             Err(problems)
         }
     }
 
-    /// Waits up to `bound` for a broker of `bootstrap.servers` to answer a metadata request:
-    /// a harvester starts only against a cluster it can reach, and an address that is wrong,
-    /// down, not Kafka, or behind another security protocol fails here naming the setting,
-    /// instead of as retries in the log.
-    pub async fn reach(&self, bound: std::time::Duration) -> Result<(), crate::Error> {
-        use rdkafka::consumer::{BaseConsumer, Consumer};
-        let config = self
-            .client_config("kafka", "connection check", &[])
-            .map_err(crate::Error::InvalidConfig)?;
-        let bootstrap = self.get("bootstrap.servers").unwrap_or_default().to_owned();
-        let answer = tokio::task::spawn_blocking(move || {
-            let consumer: BaseConsumer = config.create().map_err(|e| e.to_string())?;
-            consumer
-                .fetch_metadata(None, bound)
-                .map(|m| m.brokers().len())
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r);
-        match answer {
-            Ok(brokers) if brokers > 0 => Ok(()),
-            Ok(_) => Err(unreachable(
-                &bootstrap,
-                bound,
-                "the cluster listed no brokers",
-            )),
-            Err(why) => Err(unreachable(&bootstrap, bound, &why)),
+    /// The properties with secrets given indirectly read in: `<property>_file` names a file
+    /// whose content (without its trailing newline) is the value, `<property>_env` an
+    /// environment variable (`"sasl.password_file" = "/run/secrets/kafka"`), so a password need
+    /// not be in the configuration. Files named by `ssl.*.location` must hold PEM. Problems
+    /// name the key as written, never the secret.
+    pub fn resolved(&self, field: &str) -> (Vec<(String, String)>, Vec<ConfigProblem>) {
+        let mut out = Vec::new();
+        let mut problems = Vec::new();
+        for (key, value) in &self.0 {
+            let at = || format!("{field}.\"{key}\"");
+            let Some((property, how)) = indirect(key) else {
+                if let Some(problem) = pem_problem(key, value) {
+                    problems.push(ConfigProblem::new(at(), problem));
+                }
+                out.push((key.clone(), value.clone()));
+                continue;
+            };
+            if self.0.contains_key(property) {
+                problems.push(ConfigProblem::new(
+                    at(),
+                    format!("\"{property}\" is set too; keep one of them"),
+                ));
+                continue;
+            }
+            match read_secret(how, value) {
+                Ok(secret) => out.push((property.to_owned(), secret)),
+                Err(why) => problems.push(ConfigProblem::new(at(), why)),
+            }
         }
+        (out, problems)
     }
-
     /// Problems with the map itself (checked by `validate()`).
     pub fn problems(&self, field: &str) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();
@@ -140,7 +151,10 @@ impl KafkaConfig {
                 let secret = ["password", "secret", "key", "token", "jaas"]
                     .iter()
                     .any(|s| {
-                        k.contains(s) && !k.ends_with(".location") && k != "group.instance.id"
+                        k.contains(s)
+                            && !k.ends_with(".location")
+                            && k != "group.instance.id"
+                            && indirect(k).is_none()
                     });
                 (
                     k.clone(),
@@ -171,30 +185,14 @@ pub fn log_to_tracing(member: &str, level: RDKafkaLogLevel, fac: &str, message: 
     }
 }
 
-/// The error for a producer's fatal `code`, when a new producer would meet it again (see
-/// [`crate::Error::KafkaRefused`]); `None` for fatal errors a fresh producer clears (fenced, a
-/// gap in a partition's sequence).
-pub fn refusal(bootstrap: &str, code: RDKafkaErrorCode, reason: &str) -> Option<crate::Error> {
-    let fix = match code {
-        RDKafkaErrorCode::UnsupportedFeature => "the brokers lack the API versions that idempotent and transactional producers need (InitProducerId: Apache Kafka 0.11 or later); point it at such brokers",
-        RDKafkaErrorCode::ClusterAuthorizationFailed => "grant the harvester's principal IdempotentWrite on the cluster (brokers before Kafka 3.0; later ones need Write on the topics)",
-        RDKafkaErrorCode::TransactionalIdAuthorizationFailed => "grant the harvester's principal Write and Describe on the transactional ids publish.transactional_id-*",
-        RDKafkaErrorCode::InvalidTransactionTimeout => "set producer_kafka.\"transaction.timeout.ms\" (by default the larger of the leader's succession and 60 s) at most the brokers' transaction.max.timeout.ms",
-        _ => return None,
-    };
-    Some(crate::Error::KafkaRefused {
-        bootstrap: bootstrap.to_owned(),
-        code,
-        reason: reason.to_owned(),
-        fix,
-    })
-}
-
-fn unreachable(bootstrap: &str, after: std::time::Duration, reason: &str) -> crate::Error {
-    crate::Error::KafkaUnreachable {
-        bootstrap: bootstrap.to_owned(),
-        after,
-        reason: reason.to_owned(),
+/// What librdkafka says of the properties, as problems naming the key (it stops at the first).
+fn native_problems(config: &ClientConfig, field: &str) -> Option<ConfigProblem> {
+    match config.create_native_config() {
+        Ok(_) => None,
+        Err(rdkafka::error::KafkaError::ClientConfig(_, description, key, _)) => Some(
+            ConfigProblem::new(format!("{field}.\"{key}\""), description),
+        ),
+        Err(e) => Some(ConfigProblem::new(field.to_owned(), e.to_string())),
     }
 }
 
@@ -235,27 +233,18 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_a_new_producer_would_meet_again_ends_the_harvest() {
-        for code in [
-            RDKafkaErrorCode::UnsupportedFeature,
-            RDKafkaErrorCode::ClusterAuthorizationFailed,
-            RDKafkaErrorCode::TransactionalIdAuthorizationFailed,
-            RDKafkaErrorCode::InvalidTransactionTimeout,
-        ] {
-            let e = refusal("b:9092", code, "why").expect("a refusal");
-            assert!(e.ends_harvest());
-            let text = e.to_string();
-            assert!(
-                text.contains("kafka.\"bootstrap.servers\" = \"b:9092\""),
-                "{text}"
-            );
-        }
-        for code in [
-            RDKafkaErrorCode::Fenced,
-            RDKafkaErrorCode::OutOfOrderSequenceNumber,
-            RDKafkaErrorCode::InvalidRecord,
-        ] {
-            assert!(refusal("b:9092", code, "why").is_none(), "{code:?}");
-        }
+    fn librdkafka_checks_the_properties_at_check_time() {
+        let cfg = KafkaConfig::with_bootstrap("b:9092").set("bootstrap_servers", "b:9092");
+        let problems = cfg.client_config("kafka", "producers", &[]).unwrap_err();
+        assert_eq!(
+            problems[0].field, "kafka.\"bootstrap_servers\"",
+            "{problems:?}"
+        );
+        let cfg = KafkaConfig::with_bootstrap("b:9092").set("security.protocol", "sasl_tls");
+        let problems = cfg.client_config("kafka", "producers", &[]).unwrap_err();
+        assert_eq!(
+            problems[0].field, "kafka.\"security.protocol\"",
+            "{problems:?}"
+        );
     }
 }
