@@ -7,6 +7,7 @@
 #   scripts/gate.sh --against REV build REV in a worktree and compare A/B within this job
 #   scripts/gate.sh --selftest    show the gate works: the same build passes twice, and
 #                                 bench/gate/slowdown.patch (route hashes every key twice) fails
+#   scripts/gate.sh --ci          the gate, then the self-test on the same build and figures
 #
 # Each workload's figure is Ir(2N) - Ir(N): the instructions of N iterations, without start-up.
 # GATE_THRESHOLD_PCT (default 3) and GATE_N (default 100000) tune it.
@@ -68,6 +69,34 @@ compare() { # compare BASE_FILE CANDIDATE_FILE -> exit 1 on a regression
     END { exit bad }' "$1" "$2"
 }
 
+against_baseline() { # against_baseline MEASURED -> exit 1 on a regression
+  [ -f "$BASELINE" ] || { echo "gate: no $BASELINE; run scripts/gate.sh --update" >&2; exit 2; }
+  echo "gate: this tree vs $BASELINE (threshold +$THRESHOLD%)"
+  compare <(grep -v '^#' "$BASELINE") "$1"
+}
+
+# selftest BIN MEASURED: the same build measured again passes; a build of this tree with
+# bench/gate/slowdown.patch applied (in a worktree) fails.
+selftest() {
+  local bin=$1 a=$2 list wt=$ROOT/target/gate/selftest
+  list=$(awk '{print $1}' "$a")
+  # shellcheck disable=SC2086
+  measure "$bin" $list > "$tmp/b"
+  echo "gate selftest 1/2: the same build measured twice must pass"
+  compare "$a" "$tmp/b"
+  git worktree remove --force "$wt" 2>/dev/null || true
+  git worktree add -f --detach "$wt" HEAD >/dev/null
+  (cd "$wt" && git apply "$ROOT/bench/gate/slowdown.patch")
+  # shellcheck disable=SC2086
+  measure "$(build "$wt")" $list > "$tmp/slow"
+  git worktree remove --force "$wt"
+  echo "gate selftest 2/2: bench/gate/slowdown.patch must trip the gate"
+  if compare "$a" "$tmp/slow"; then
+    echo "gate selftest FAILED: a slowed build passed" >&2; exit 1
+  fi
+  echo "gate selftest passed: the unchanged build passes, the slowed one fails"
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -93,37 +122,21 @@ case "${1:-}" in
     echo "gate: $rev vs this tree (threshold +$THRESHOLD%)"
     compare "$tmp/base" "$tmp/cand" ;;
   --selftest)
-    wt=$ROOT/target/gate/selftest
-    git worktree remove --force "$wt" 2>/dev/null || true
-    git worktree add -f --detach "$wt" HEAD >/dev/null
-    bin=$(build "$wt")
-    list=$(workloads "$bin")
+    bin=$(build "$ROOT")
     # shellcheck disable=SC2086
-    measure "$bin" $list > "$tmp/a"
+    measure "$bin" $(workloads "$bin") > "$tmp/a"
+    selftest "$bin" "$tmp/a" ;;
+  --ci)
+    bin=$(build "$ROOT")
     # shellcheck disable=SC2086
-    measure "$bin" $list > "$tmp/b"
-    echo "gate selftest 1/3: the same build measured twice must pass"
-    compare "$tmp/a" "$tmp/b"
-    bin=$(build "$wt")
-    # shellcheck disable=SC2086
-    measure "$bin" $list > "$tmp/c"
-    echo "gate selftest 2/3: a rebuild of the same tree must pass"
-    compare "$tmp/a" "$tmp/c"
-    (cd "$wt" && git apply "$ROOT/bench/gate/slowdown.patch")
-    # shellcheck disable=SC2086
-    measure "$(build "$wt")" $list > "$tmp/slow"
-    git worktree remove --force "$wt"
-    echo "gate selftest 3/3: bench/gate/slowdown.patch must trip the gate"
-    if compare "$tmp/a" "$tmp/slow"; then
-      echo "gate selftest FAILED: a slowed build passed" >&2; exit 1
-    fi
-    echo "gate selftest passed: unchanged builds pass, the slowed one fails" ;;
+    measure "$bin" $(workloads "$bin") > "$tmp/a"
+    against_baseline "$tmp/a"
+    echo "== regression gate self-test"
+    selftest "$bin" "$tmp/a" ;;
   "")
-    [ -f "$BASELINE" ] || { echo "gate: no $BASELINE; run scripts/gate.sh --update" >&2; exit 2; }
     bin=$(build "$ROOT")
     # shellcheck disable=SC2086
     measure "$bin" $(workloads "$bin") > "$tmp/cand"
-    echo "gate: this tree vs $BASELINE (threshold +$THRESHOLD%)"
-    compare <(grep -v '^#' "$BASELINE") "$tmp/cand" ;;
-  *) echo "usage: $0 [--update | --against REV | --selftest]" >&2; exit 2 ;;
+    against_baseline "$tmp/cand" ;;
+  *) echo "usage: $0 [--update | --against REV | --selftest | --ci]" >&2; exit 2 ;;
 esac

@@ -617,7 +617,10 @@ async fn a_refused_sasl_login_exits_2_naming_the_setting() {
     let world = World::new("rsasl", 1).await;
     world.migrate().await;
     world.write(3, 2, 3).await;
-    let wrong = TempFile::write(&testkit::names::unique("wrong-password"), "not-the-password\n");
+    let wrong = TempFile::write(
+        &testkit::names::unique("wrong-password"),
+        "not-the-password\n",
+    );
     let mut config = world.config();
     config.http.listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     config.kafka = harvester::config::KafkaConfig::with_bootstrap(&secured.sasl_plaintext)
@@ -631,7 +634,10 @@ async fn a_refused_sasl_login_exits_2_naming_the_setting() {
     println!("exit {code} after {took:?}: {stderr}");
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("kafka.\"sasl.password_file\""), "{stderr}");
-    assert!(!stderr.contains(&secured.password(ADMIN).unwrap()), "{stderr}");
+    assert!(
+        !stderr.contains(&secured.password(ADMIN).unwrap()),
+        "{stderr}"
+    );
     assert!(took < bound, "{took:?}");
     assert_eq!(world.outbox_rows().await, 6, "nothing deleted");
 }

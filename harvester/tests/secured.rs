@@ -122,7 +122,8 @@ async fn a_refused_handshake_or_login_fails_the_start_naming_the_setting() {
             scram
                 .clone()
                 .set("sasl.mechanism", "OAUTHBEARER")
-                .set("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+                .set("enable.sasl.oauthbearer.unsecure.jwt", "true")
+                .set("sasl.oauthbearer.config", "principal=admin"),
             "kafka.\"sasl.mechanism\"",
         ),
         (
@@ -144,6 +145,11 @@ async fn a_refused_handshake_or_login_fails_the_start_naming_the_setting() {
             "no client certificate where one is required",
             tls(&s.mtls, s.ca()),
             "kafka.\"ssl.certificate.location\"",
+        ),
+        (
+            "TLS to a plaintext listener",
+            tls(&s.plaintext, s.ca()),
+            "kafka.\"security.protocol\"",
         ),
         (
             "a CA file that does not exist",

@@ -13,6 +13,8 @@ use crate::TestkitError;
 /// Where the secured listeners are, and the files a client needs for them.
 #[derive(Debug, Clone)]
 pub struct SecuredKafka {
+    /// The same broker's plaintext listener (`KAFKA_BROKERS`).
+    pub plaintext: String,
     /// TLS, server certificate only (the client is anonymous: a super user).
     pub ssl: String,
     /// TLS with a client certificate required (principal: the certificate's common name).
@@ -48,6 +50,7 @@ impl SecuredKafka {
             }
         };
         Ok(SecuredKafka {
+            plaintext: get("KAFKA_BROKERS")?,
             ssl: get("KAFKA_SSL_BROKERS")?,
             mtls: get("KAFKA_MTLS_BROKERS")?,
             sasl_ssl: get("KAFKA_SASL_SSL_BROKERS")?,

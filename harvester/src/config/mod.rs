@@ -468,7 +468,10 @@ impl Config {
 
     /// `Ok` when valid, else every problem.
     pub fn validate(&self) -> crate::Result<()> {
-        let problems = self.problems();
+        let mut problems = self.problems();
+        // Each client's check reports a problem of the shared `kafka` map: keep it once.
+        let mut seen = std::collections::HashSet::new();
+        problems.retain(|p| seen.insert(p.to_string()));
         if problems.is_empty() {
             Ok(())
         } else {

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseProducer, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientConfig;
 
@@ -34,55 +34,84 @@ impl KafkaConfig {
             Err(Failed::Refused(code, reason)) => Err(crate::Error::InvalidConfig(vec![
                 self.refused_problem(code, &reason)
             ])),
-            Err(Failed::Uncreatable(reason)) => Err(crate::Error::InvalidConfig(vec![
-                ConfigProblem::new(
+            Err(Failed::Uncreatable(reason)) => {
+                Err(crate::Error::InvalidConfig(vec![ConfigProblem::new(
                     "kafka",
                     format!("librdkafka cannot create a client with these properties: {reason}"),
-                ),
-            ])),
+                )]))
+            }
             Err(Failed::Other(reason)) => Err(unreachable(&bootstrap, bound, &reason)),
         }
     }
 
-    /// The setting to fix when the broker refused the TLS handshake or the SASL login.
+    /// The setting to fix when the broker refused the TLS handshake or the SASL login: the
+    /// first of [`REFUSALS`] whose words the reason holds, named as the user wrote it.
     fn refused_problem(&self, code: RDKafkaErrorCode, reason: &str) -> ConfigProblem {
-        let first_set = |keys: &[&'static str], otherwise: &'static str| {
-            keys.iter()
-                .find(|k| self.0.contains_key(**k))
-                .copied()
-                .unwrap_or(otherwise)
-        };
-        let (key, fix) = if code == RDKafkaErrorCode::Authentication {
-            if reason.contains("mechanism") && !reason.contains("credentials") {
-                ("sasl.mechanism", "use a mechanism the listener enables")
-            } else {
-                (
-                    first_set(&["sasl.password_file", "sasl.password_env", "sasl.password"], "sasl.username"),
-                    "check kafka.\"sasl.username\" and its password (and that the user exists for this mechanism)",
-                )
-            }
-        } else if reason.contains("wrong version number") || reason.contains("packet length") {
-            (
-                "security.protocol",
-                "the listener speaks another security.protocol",
-            )
-        } else if reason.contains("verify failed") || reason.contains("could not be verified") {
-            (
-                first_set(&["ssl.ca.location", "ssl.ca.pem"], "ssl.ca.location"),
-                "the broker's certificate must be signed by this CA, be valid now, and name the host in bootstrap.servers",
-            )
-        } else {
-            (
-                "ssl.certificate.location",
-                "the broker may require a client certificate (ssl.certificate.location and ssl.key.location) signed by a CA it trusts",
-            )
-        };
+        let sasl = code == RDKafkaErrorCode::Authentication;
+        let refusal = REFUSALS
+            .iter()
+            .find(|r| r.sasl == sasl && r.words.iter().any(|w| reason.contains(w)))
+            .unwrap_or(if sasl { &SASL_LOGIN } else { &TLS_OTHER });
+        let key = refusal
+            .keys
+            .iter()
+            .find(|k| self.0.contains_key(**k))
+            .unwrap_or(&refusal.keys[0]);
         ConfigProblem::new(
             format!("kafka.\"{key}\""),
-            format!("the broker refused the connection ({reason}): {fix}"),
+            format!(
+                "the broker refused the connection ({reason}): {}",
+                refusal.fix
+            ),
         )
     }
 }
+
+/// A kind of refusal: words of librdkafka's reason, the settings that fix it (the first set is
+/// named; otherwise the first), and how.
+struct Refusal {
+    sasl: bool,
+    words: &'static [&'static str],
+    keys: &'static [&'static str],
+    fix: &'static str,
+}
+
+const SASL_LOGIN: Refusal = Refusal {
+    sasl: true,
+    words: &["credentials", "Invalid username or password"],
+    keys: &["sasl.password_file", "sasl.password_env", "sasl.password", "sasl.username"],
+    fix: "check kafka.\"sasl.username\" and its password (and that the user exists for this mechanism)",
+};
+
+const TLS_OTHER: Refusal = Refusal {
+    sasl: false,
+    words: &["bad certificate", "certificate required"],
+    keys: &["ssl.certificate.location", "ssl.certificate.pem"],
+    fix: "the broker requires a client certificate signed by a CA it trusts (ssl.certificate.location and ssl.key.location)",
+};
+
+const REFUSALS: [Refusal; 5] = [
+    SASL_LOGIN,
+    Refusal {
+        sasl: true,
+        words: &["mechanism"],
+        keys: &["sasl.mechanism", "sasl.mechanisms"],
+        fix: "use a mechanism the listener enables",
+    },
+    Refusal {
+        sasl: false,
+        words: &["PLAINTEXT broker listener", "wrong version number", "packet length"],
+        keys: &["security.protocol"],
+        fix: "the listener speaks another security.protocol",
+    },
+    Refusal {
+        sasl: false,
+        words: &["verify failed", "could not be verified"],
+        keys: &["ssl.ca.location", "ssl.ca.pem"],
+        fix: "the broker's certificate must be signed by this CA, be valid now, and name the host in bootstrap.servers",
+    },
+    TLS_OTHER,
+];
 
 /// Why a probe failed: no client could be created from the properties (e.g. a SASL mechanism
 /// this build lacks, a key file OpenSSL cannot read), the broker refused the handshake or
@@ -97,54 +126,93 @@ enum Failed {
 /// bound is spent.
 fn probe(config: &ClientConfig, bound: Duration) -> Result<(), Failed> {
     const SLICE: Duration = Duration::from_millis(250);
-    let consumer: BaseConsumer<Witness> = config
+    // A producer, not a consumer: its poll hands librdkafka's error events, with their text,
+    // to the context (a consumer's poll returns the bare code).
+    let client: BaseProducer<Witness> = config
         .create_with_context(Witness::default())
         .map_err(|e| Failed::Uncreatable(e.to_string()))?;
     let started = Instant::now();
     loop {
         let slice = bound.saturating_sub(started.elapsed()).min(SLICE);
-        let last = match consumer.fetch_metadata(None, slice) {
+        let last = match client.client().fetch_metadata(None, slice) {
             Ok(m) if m.brokers().is_empty() => "the cluster listed no brokers".to_owned(),
             Ok(_) => return Ok(()),
             Err(e) => e.to_string(),
         };
-        if let Some((code, reason)) = consumer.context().refusal() {
+        client.poll(Duration::ZERO);
+        if let Some((code, reason)) = client.context().refusal() {
             return Err(Failed::Refused(code, reason));
         }
         if started.elapsed() >= bound {
-            return Err(Failed::Other(last));
+            return Err(Failed::Other(match client.context().last() {
+                Some(seen) => format!("{last}; {seen}"),
+                None => last,
+            }));
         }
     }
 }
 
-/// Keeps the last error librdkafka reported that says the broker refused us.
+/// Keeps the last error librdkafka reported, and the last that says the broker refused us.
 #[derive(Default)]
 struct Witness {
     refused: Mutex<Option<(RDKafkaErrorCode, String)>>,
+    last: Mutex<Option<String>>,
 }
 
 impl Witness {
     fn refusal(&self) -> Option<(RDKafkaErrorCode, String)> {
         self.refused.lock().clone()
     }
+
+    fn last(&self) -> Option<String> {
+        self.last.lock().clone()
+    }
 }
 
-impl ClientContext for Witness {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        super::log_to_tracing("connection check", level, fac, message);
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        tracing::debug!("connection check: {error}: {reason}");
-        if let Some(code @ (RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SSL)) =
-            error.rdkafka_error_code()
-        {
+impl Witness {
+    /// Notes one failure, from an error event (`code`) or a connection's failure log line.
+    fn observe(&self, code: RDKafkaErrorCode, reason: &str) {
+        *self.last.lock() = Some(reason.to_owned());
+        let refused = matches!(
+            code,
+            RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SSL
+        ) || reason.contains("SSL handshake failed")
+            || reason.contains("SSL routines");
+        if refused {
             *self.refused.lock() = Some((code, reason.to_owned()));
         }
     }
 }
 
-impl ConsumerContext for Witness {}
+impl ClientContext for Witness {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        super::log_to_tracing("connection check", level, fac, message);
+        // librdkafka reports a connection's failure as an error event once, and logs it each
+        // time: a repeat may come only as this line.
+        if fac == "FAIL" {
+            let reason = message
+                .strip_prefix("[thrd:")
+                .and_then(|m| m.split_once("]: "))
+                .map_or(message, |(_, rest)| rest);
+            self.observe(RDKafkaErrorCode::BrokerTransportFailure, reason);
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::debug!("connection check: {error}: {reason}");
+        match error.rdkafka_error_code() {
+            // Says less than the failure before it.
+            None | Some(RDKafkaErrorCode::AllBrokersDown) => {}
+            Some(code) => self.observe(code, reason),
+        }
+    }
+}
+
+impl ProducerContext for Witness {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: ()) {}
+}
 
 /// The error for a producer's fatal `code`, when a new producer would meet it again (see
 /// [`crate::Error::KafkaRefused`]); `None` for fatal errors a fresh producer clears (fenced, a
