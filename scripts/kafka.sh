@@ -115,6 +115,8 @@ PROPS
   if [ -n "${HARVEST_KAFKA_EXTRA_PROPS:-}" ]; then
     cat "$HARVEST_KAFKA_EXTRA_PROPS" >> "$dir/n$i/server.properties"
   fi
+  # The extra properties may hold SASL users' passwords (PLAIN's JAAS settings).
+  chmod 600 "$dir/n$i/server.properties"
 }
 
 pid_alive() { local pid; pid=$(cat "$1" 2>/dev/null || true); [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
