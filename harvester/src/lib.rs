@@ -54,7 +54,7 @@
 //! - **Observability** ([`metrics`], [`http`]): Prometheus metrics whose names are defined once
 //!   in [`metrics::names`], and an HTTP endpoint with `/metrics`, `/healthz`, `/readyz` and
 //!   `/leader` that embedders and the `reaper` sidecar serve alike.
-//! - **Leaves** ([`kafka`], `hash`, the error type): imported by the rest, importing none of
+//! - **Leaves** ([`kafka`], [`secret`], `hash`, the error type): imported by the rest, importing none of
 //!   it. No two modules import each other, directly or around a circle (`tests/architecture.rs`
 //!   checks it).
 //!
@@ -126,6 +126,7 @@ pub mod outbox;
 pub mod pipeline;
 #[cfg(not(feature = "internals"))]
 mod pipeline;
+pub mod secret;
 pub mod stats;
 pub mod store;
 
