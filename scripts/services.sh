@@ -207,10 +207,12 @@ private_mariadb() {
             --auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1 \
             || { say "mariadb-install-db failed; see $dir/install.log"; tail -20 "$dir/install.log" >&2; exit 1; }
         fi
+        tls_material
         start_daemon "mariadb ($port)" "$dir/pid" "$dir/mariadb.log" \
           mariadbd --no-defaults --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
           --socket="$dir/mysqld.sock" --pid-file="$dir/mariadbd.pid" --user="$(id -un)" \
-          --skip-name-resolve
+          --skip-name-resolve --ssl-ca="$STATE/tls/ca.pem" --ssl-cert="$STATE/tls/server.pem" \
+          --ssl-key="$STATE/tls/server.key"
         wait_until 60 test -S "$dir/mysqld.sock" \
           || { say "mariadb did not come up; see $dir/mariadb.log"; tail -20 "$dir/mariadb.log" >&2; exit 1; }
         mariadb -S "$dir/mysqld.sock" -u root -e "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
@@ -294,8 +296,75 @@ install_postgres() {
 }
 
 start_private_cluster() {
+  private_cluster init "$STATE/pg" "$PRIVATE_PORT"
+  pg_tls_config "$STATE/pg"
   private_cluster up "$STATE/pg" "$PRIVATE_PORT"
   echo private > "$STATE/pg.started"
+}
+
+# tls_material: the throwaway CA and certificates of testkit's tls-material in $STATE/tls
+# (kept once written: servers started with them keep trusting them).
+tls_material() {
+  local target=${CARGO_TARGET_DIR:-$ROOT/target}
+  (cd "$ROOT" && cargo build -q -p testkit --bin tls-material)
+  "$target/debug/tls-material" "$STATE/tls"
+}
+
+# db_password NAME: a random password for the TLS tests' database user NAME, kept in
+# $STATE/db-users/NAME.password (0600).
+db_password() {
+  local dir=$STATE/db-users
+  mkdir -p "$dir"; chmod 700 "$dir"
+  if [ ! -s "$dir/$1.password" ]; then
+    (umask 077; head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' > "$dir/$1.password")
+  fi
+  cat "$dir/$1.password"
+}
+
+# pg_tls_config DATA: the private cluster serves TLS with the throwaway CA's server certificate
+# beside plain connections; user harvester_pw may log in only over TLS with its password
+# (scram-sha-256), harvester_cert only over TLS with the client certificate (CN=admin, mapped).
+# They are superusers: the TLS tests check connections, not privileges.
+pg_tls_config() {
+  local data=$1
+  grep -q '^ssl = on' "$data/postgresql.conf" 2>/dev/null && return
+  tls_material
+  local as=(); [ "$(id -u)" = 0 ] && as=(runuser -u postgres --)
+  install -m 600 "$STATE/tls/server.pem" "$data/server.crt"
+  install -m 600 "$STATE/tls/server.key" "$data/server.key"
+  install -m 644 "$STATE/tls/ca.pem" "$data/root.crt"
+  [ "$(id -u)" = 0 ] && chown postgres:postgres "$data/server.crt" "$data/server.key" "$data/root.crt"
+  cat >> "$data/postgresql.conf" <<CONF
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
+ssl_ca_file = 'root.crt'
+password_encryption = 'scram-sha-256'
+CONF
+  local hba; hba=$(cat "$data/pg_hba.conf")
+  cat > "$data/pg_hba.conf" <<HBA
+hostssl all harvester_cert 127.0.0.1/32 cert map=certs
+hostssl all harvester_pw 127.0.0.1/32 scram-sha-256
+host all harvester_cert,harvester_pw 127.0.0.1/32 reject
+$hba
+HBA
+  echo "certs admin harvester_cert" >> "$data/pg_ident.conf"
+}
+
+# pg_tls_roles URL: the TLS tests' users on the cluster at URL (idempotent).
+pg_tls_roles() {
+  local pw; pw=$(db_password pg)
+  psql "$1" -qAt >/dev/null <<SQL
+DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'harvester_pw') THEN
+    CREATE ROLE harvester_pw LOGIN SUPERUSER;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'harvester_cert') THEN
+    CREATE ROLE harvester_cert LOGIN SUPERUSER;
+  END IF;
+END \$\$;
+ALTER ROLE harvester_pw PASSWORD '$pw';
+SQL
 }
 
 # private_cluster up|restart|down DATA_DIR PORT
@@ -317,6 +386,7 @@ private_cluster() {
   fi
   local opts="-p $port -k $data -c listen_addresses=127.0.0.1"
   case "$action" in
+    init) ;;
     up)
       if "${as[@]}" "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1; then
         say "private cluster in $data already running"; return
@@ -367,6 +437,48 @@ postgres_up() {
   PG_URL=$private_url
 }
 
+# pg_tls_up: when Postgres is the private cluster, make sure it serves TLS (restarting it once
+# if an older `up` started it without) and export DATABASE_TLS_URL (no user: the tests pick
+# one) and DB_USERS_DIR. A server of the caller's has no TLS the tests know of: they skip.
+pg_tls_up() {
+  PG_TLS_ENV=""
+  local private_url=postgres://postgres@127.0.0.1:$PRIVATE_PORT/postgres
+  [ "$PG_URL" = "$private_url" ] || { say "postgres: not the private cluster; TLS tests will skip"; return; }
+  if ! psql "$private_url?sslmode=require" -qAtc 'select 1' >/dev/null 2>&1; then
+    say "postgres: turning TLS on in the private cluster (restart)"
+    pg_tls_config "$STATE/pg"
+    private_cluster restart "$STATE/pg" "$PRIVATE_PORT"
+  fi
+  pg_tls_roles "$private_url"
+  PG_TLS_ENV="export DATABASE_TLS_URL=postgres://127.0.0.1:$PRIVATE_PORT/postgres
+export DB_USERS_DIR=$STATE/db-users"
+}
+
+# mariadb_tls_up: when MariaDB is the private server, its TLS users (harvester_pw: password and
+# TLS; harvester_cert: the client certificate CN=admin) and MARIADB_TLS_URL.
+mariadb_tls_up() {
+  MARIADB_TLS_ENV=""
+  local port=${HARVEST_MARIADB_PORT:-23306} sock=$STATE/mariadb/mysqld.sock
+  [ "$MARIADB_URL" = "mysql://root@127.0.0.1:$port/test" ] && [ -S "$sock" ] \
+    || { say "mariadb: not the private server; TLS tests will skip"; return; }
+  if [ "$(mariadb -S "$sock" -u root -NBe "SELECT @@have_ssl")" != YES ]; then
+    say "mariadb: restarting the private server with TLS"
+    private_mariadb down "$STATE/mariadb" "$port"
+    private_mariadb up "$STATE/mariadb" "$port" >/dev/null
+  fi
+  local pw; pw=$(db_password mariadb)
+  mariadb -S "$sock" -u root -e "
+    CREATE USER IF NOT EXISTS 'harvester_pw'@'127.0.0.1';
+    ALTER USER 'harvester_pw'@'127.0.0.1' IDENTIFIED BY '$pw' REQUIRE SSL;
+    CREATE USER IF NOT EXISTS 'harvester_cert'@'127.0.0.1';
+    ALTER USER 'harvester_cert'@'127.0.0.1' REQUIRE SUBJECT '/CN=admin';
+    GRANT ALL ON *.* TO 'harvester_pw'@'127.0.0.1', 'harvester_cert'@'127.0.0.1';" \
+    || { say "mariadb: cannot create the TLS users"; exit 1; }
+  MARIADB_TLS_ENV="export MARIADB_TLS_URL=mysql://127.0.0.1:$port/test"
+}
+PG_TLS_ENV=""
+MARIADB_TLS_ENV=""
+
 broker_alive() {
   local file=$STATE/broker/broker.json
   [ -f "$file" ] || return 1
@@ -404,9 +516,8 @@ kafka_up() {
 # grants) with random passwords in $STATE/kafka-users. Kafka's StandardAuthorizer: PLAINTEXT,
 # the controller and anonymous TLS clients are User:ANONYMOUS, a super user.
 kafka_secured() {
-  local port=$1 tls=$STATE/tls users=$STATE/kafka-users target=${CARGO_TARGET_DIR:-$ROOT/target}
-  (cd "$ROOT" && cargo build -q -p testkit --bin tls-material)
-  "$target/debug/tls-material" "$tls"
+  local port=$1 tls=$STATE/tls users=$STATE/kafka-users
+  tls_material
   mkdir -p "$users"; chmod 700 "$users"
   local u
   for u in admin harvester; do
@@ -538,6 +649,8 @@ write_env() {
     if [ -n "${TANSU_BROKERS:-}" ]; then echo "export TANSU_BROKERS=$TANSU_BROKERS"; fi
     echo "export KAFKA_BROKERS=$KAFKA_BROKERS"
     if [ -n "$KAFKA_SECURED_ENV" ]; then echo "$KAFKA_SECURED_ENV"; fi
+    if [ -n "$PG_TLS_ENV" ]; then echo "$PG_TLS_ENV"; fi
+    if [ -n "$MARIADB_TLS_ENV" ]; then echo "$MARIADB_TLS_ENV"; fi
     local bootstrap
     bootstrap=$(sed -n 's/.*"bootstrap": *"\([^"]*\)".*/\1/p' "$STATE/broker/broker.json")
     echo "export HARVEST_EMBEDDED_BOOTSTRAP=$bootstrap"
@@ -547,7 +660,9 @@ write_env() {
 cmd_up() {
   cmd_tools
   postgres_up
+  pg_tls_up
   mariadb_up
+  mariadb_tls_up
   kafka_up
   broker_up
   nats_up
