@@ -87,3 +87,57 @@ impl SecuredKafka {
             .to_owned())
     }
 }
+
+/// The TLS endpoints of the databases `scripts/services.sh up` runs itself (its private Postgres
+/// cluster and MariaDB server; a server of the caller's has none the tests know of), each with
+/// two TLS-only users: [`DB_PASSWORD_USER`] (a password) and [`DB_CERT_USER`] (the client
+/// certificate, common name [`crate::tls::CLIENT_NAME`]).
+#[derive(Debug, Clone)]
+pub struct SecuredDatabases {
+    /// `postgres://127.0.0.1:PORT/postgres`, no user.
+    pub postgres: String,
+    /// `mysql://127.0.0.1:PORT/test`, no user.
+    pub mariadb: String,
+    pub tls_dir: PathBuf,
+    /// `pg.password` and `mariadb.password`, [`DB_PASSWORD_USER`]'s on each.
+    pub users_dir: PathBuf,
+}
+
+/// The database user that logs in with a password, over TLS only.
+pub const DB_PASSWORD_USER: &str = "harvester_pw";
+/// The database user that logs in with the client certificate, over TLS only.
+pub const DB_CERT_USER: &str = "harvester_cert";
+
+impl SecuredDatabases {
+    /// What `scripts/services.sh up` exported, or why the TLS tests cannot run here.
+    pub fn discover() -> Result<Self, String> {
+        let get = |var: &str| {
+            let v = address(var, "").trim().to_owned();
+            if v.is_empty() {
+                Err(format!(
+                    "{var} is unset: the databases' TLS endpoints are those of the servers \
+                     `scripts/services.sh up` starts itself (not a DATABASE_URL or MARIADB_URL \
+                     of the caller's)"
+                ))
+            } else {
+                Ok(v)
+            }
+        };
+        Ok(SecuredDatabases {
+            postgres: get("DATABASE_TLS_URL")?,
+            mariadb: get("MARIADB_TLS_URL")?,
+            tls_dir: get("KAFKA_TLS_DIR")?.into(),
+            users_dir: get("DB_USERS_DIR")?.into(),
+        })
+    }
+
+    /// A file of the TLS material.
+    pub fn tls_file(&self, name: &str) -> String {
+        self.tls_dir.join(name).display().to_string()
+    }
+
+    /// The file holding [`DB_PASSWORD_USER`]'s password on `server` (`pg` or `mariadb`).
+    pub fn password_file(&self, server: &str) -> PathBuf {
+        self.users_dir.join(format!("{server}.password"))
+    }
+}

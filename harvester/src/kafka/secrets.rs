@@ -44,13 +44,7 @@ pub(super) fn pem_problem(key: &str, value: &str) -> Option<String> {
     if key == "ssl.ca.location" && path.is_dir() {
         return None;
     }
-    match std::fs::read(path) {
-        Err(e) => Some(format!("cannot read the file {value:?}: {e}")),
-        Ok(bytes) if !bytes.windows(11).any(|w| w == b"-----BEGIN ") => Some(format!(
-            "the file {value:?} holds no PEM (no \"-----BEGIN \" line); give a PEM file"
-        )),
-        Ok(_) => None,
-    }
+    crate::secret::pem_problem(path)
 }
 
 #[cfg(test)]

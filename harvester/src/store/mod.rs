@@ -25,6 +25,7 @@ pub mod memory;
 #[cfg(feature = "mssql")]
 pub mod mssql;
 pub mod postgres;
+mod reach;
 mod settings;
 
 use std::fmt;

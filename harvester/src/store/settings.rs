@@ -29,6 +29,14 @@ pub struct DatabaseConfig {
     pub connect_timeout: Duration,
     /// Create or upgrade the outbox and quarantine tables on start. Default true.
     pub migrate: bool,
+    /// The password, apart from the URL so the config file need not hold it:
+    /// `{ file = "/run/secrets/db" }`, `{ env = "DB_PASSWORD" }` (or `{ value = "..." }`).
+    /// Default none (the URL's, if any). TLS is set in the URL: Postgres `sslmode`
+    /// (`require` encrypts, `verify-ca` checks the CA, `verify-full` the host name too),
+    /// `sslrootcert`, `sslcert`, `sslkey`; MariaDB/MySQL `ssl-mode` (`REQUIRED`, `VERIFY_CA`,
+    /// `VERIFY_IDENTITY`), `ssl-ca`, `ssl-cert`, `ssl-key`; files in PEM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<crate::secret::Secret>,
 }
 
 impl Default for DatabaseConfig {
@@ -39,6 +47,7 @@ impl Default for DatabaseConfig {
             statement_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             migrate: true,
+            password: None,
         }
     }
 }
@@ -132,6 +141,7 @@ impl DatabaseConfig {
     /// Every problem, each naming its field (under `database.`) and the fix.
     pub fn problems(&self) -> Vec<ConfigProblem> {
         let mut p = super::url_problems(&self.url);
+        p.extend(super::reach::problems(&self.url, self.password.as_ref()));
         if self.max_connections < 2 {
             p.push(ConfigProblem::new(
                 "database.max_connections",

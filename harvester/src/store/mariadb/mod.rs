@@ -105,10 +105,14 @@ fn pool_options(database: &DatabaseConfig) -> MySqlPoolOptions {
 
 /// A connection pool with the harvester's session settings on every connection.
 pub async fn connect_pool(database: &DatabaseConfig) -> Result<MySqlPool> {
+    let mut options = connect_options(&database.url)?;
+    if let Some(password) = super::reach::password(database.password.as_ref())? {
+        options = options.password(&password);
+    }
     pool_options(database)
-        .connect_with(connect_options(&database.url)?)
+        .connect_with(options)
         .await
-        .map_err(Error::db(format!("connect to {}", database.redacted_url())))
+        .map_err(|e| super::reach::refused(e, database))
 }
 
 /// The MariaDB/MySQL outbox store. Cloning shares the pool.

@@ -56,6 +56,13 @@ pub struct Target {
     pub application_name: String,
 }
 
+impl Target {
+    /// The login's password, given apart from the URL (`database.password`).
+    pub(crate) fn set_password(&mut self, password: String) {
+        self.password = password;
+    }
+}
+
 impl fmt::Debug for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Target")

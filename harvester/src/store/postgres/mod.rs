@@ -61,12 +61,20 @@ fn pool_options(database: &DatabaseConfig) -> PgPoolOptions {
         })
 }
 
-/// A connection pool with the harvester's statement timeout on every connection.
+/// A connection pool with the harvester's statement timeout on every connection. A login or
+/// TLS handshake the server refuses is a configuration problem naming the setting.
 pub async fn connect_pool(database: &DatabaseConfig) -> Result<PgPool> {
+    let mut options: PgConnectOptions = database
+        .url
+        .parse()
+        .map_err(Error::db(format!("parse {}", database.redacted_url())))?;
+    if let Some(password) = super::reach::password(database.password.as_ref())? {
+        options = options.password(&password);
+    }
     pool_options(database)
-        .connect(&database.url)
+        .connect_with(options)
         .await
-        .map_err(Error::db(format!("connect to {}", database.redacted_url())))
+        .map_err(|e| super::reach::refused(e, database))
 }
 
 /// The Postgres outbox store. Cloning shares the pool.
