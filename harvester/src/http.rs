@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::ClientConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -82,10 +81,12 @@ impl std::fmt::Debug for BrokerProbe {
 
 impl BrokerProbe {
     fn new(h: &Harvester) -> Result<Self> {
-        let mut config = ClientConfig::new();
-        for (k, v) in &h.config().kafka.0 {
-            config.set(k, v);
-        }
+        // The shared `kafka` map as every client takes it: secrets given as `_file`/`_env` read.
+        let config = h
+            .config()
+            .kafka
+            .client_config("kafka", "readiness probe", &[])
+            .map_err(Error::InvalidConfig)?;
         let consumer = config
             .create()
             .map_err(Error::kafka("create the readiness probe client"))?;

@@ -4,14 +4,14 @@
 //! (logs, `check-config`, errors, `/metrics`, panics, the bench's reports) may carry one. So a
 //! [`Secret`] names where the value lives, a file (`{ file = "/run/secrets/pg" }`) or an
 //! environment variable (`{ env = "PG_PASSWORD" }`), or holds it inline (`{ value = "..." }`,
-//! for tests and throwaway setups); its `Debug` and `Serialize` never show the value, and a
-//! problem says where the secret should have come from and why it could not, never what was
-//! read. This module is a leaf: config sections below and above it use it alike.
+//! for tests and throwaway setups); its `Debug` and [`Secret::redacted`] never show the value,
+//! and a problem says where the secret should have come from and why it could not, never what
+//! was read. This module is a leaf: config sections below and above it use it alike.
 
 use std::fmt;
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 /// What serialised and debug output shows instead of an inline secret.
 pub const REDACTED: &str = "<redacted>";
@@ -26,20 +26,11 @@ pub struct Secret {
     /// An environment variable holding the secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<String>,
-    /// The secret itself (never printed; prefer `file` or `env`).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "redact"
-    )]
+    /// The secret itself (never in `Debug`, nor in [`Secret::redacted`]; prefer `file` or
+    /// `env`). Serialising keeps it, so a config written out reads back the same: print
+    /// [`crate::Config::redacted`] instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
-}
-
-fn redact<S: Serializer>(value: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
-    match value {
-        Some(_) => s.serialize_str(REDACTED),
-        None => s.serialize_none(),
-    }
 }
 
 impl fmt::Debug for Secret {
@@ -75,6 +66,14 @@ impl Secret {
         Secret {
             value: Some(value.into()),
             ..Secret::default()
+        }
+    }
+
+    /// The same source with an inline value replaced by [`REDACTED`], for printing.
+    pub fn redacted(&self) -> Secret {
+        Secret {
+            value: self.value.as_ref().map(|_| REDACTED.to_owned()),
+            ..self.clone()
         }
     }
 
@@ -137,7 +136,13 @@ mod tests {
 
         let inline = Secret::inline("s3cr3t-inline");
         assert!(!format!("{inline:?}").contains("s3cr3t"));
-        let json = serde_json::to_string(&inline).unwrap();
+        let kept: Secret = serde_json::from_str(&serde_json::to_string(&inline).unwrap()).unwrap();
+        assert_eq!(
+            kept.read().unwrap(),
+            "s3cr3t-inline",
+            "a written config reads back"
+        );
+        let json = serde_json::to_string(&inline.redacted()).unwrap();
         assert!(
             !json.contains("s3cr3t") && json.contains(REDACTED),
             "{json}"

@@ -24,9 +24,18 @@ use secrets::{indirect, pem_problem, read_secret};
 
 /// librdkafka properties shared by every client the harvester creates. Default:
 /// `bootstrap.servers = localhost:9092`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct KafkaConfig(pub BTreeMap<String, String>);
+
+/// Passwords, keys and tokens redacted (what a log line or a panic message may print).
+impl std::fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("KafkaConfig")
+            .field(&self.redacted())
+            .finish()
+    }
+}
 
 impl Default for KafkaConfig {
     fn default() -> Self {

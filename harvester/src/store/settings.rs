@@ -11,7 +11,7 @@ use crate::error::ConfigProblem;
 use crate::outbox::{Shape, TableName};
 
 /// Database connection settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseConfig {
     /// The database's URL; its scheme picks the store: `postgres://` (or `postgresql://`) for
@@ -49,6 +49,20 @@ impl Default for DatabaseConfig {
             migrate: true,
             password: None,
         }
+    }
+}
+
+/// The URL's password redacted (what a log line or a panic message may print).
+impl std::fmt::Debug for DatabaseConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseConfig")
+            .field("url", &self.redacted_url())
+            .field("max_connections", &self.max_connections)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("migrate", &self.migrate)
+            .field("password", &self.password)
+            .finish()
     }
 }
 

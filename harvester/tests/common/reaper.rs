@@ -101,16 +101,22 @@ fn log_filter() -> String {
     std::env::var("REAPER_LOG").unwrap_or_else(|_| "warn".into())
 }
 
+/// The reaper binary: cargo's build of this test's tree, or `REAPER_BIN` (a build kept apart,
+/// e.g. while other checkouts share the target directory and its `target/debug/reaper`).
+pub fn reaper_bin() -> String {
+    std::env::var("REAPER_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_reaper").to_owned())
+}
+
 /// Spawns the reaper binary with `args` (its log filter from [`log_filter`]).
 pub fn spawn_raw(name: &str, args: &[&str]) -> Observed {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reaper"));
+    let mut cmd = Command::new(reaper_bin());
     cmd.args(args).env("RUST_LOG", log_filter());
     Observed::spawn(name, cmd).unwrap()
 }
 
 /// Runs the reaper binary to completion; (exit code, stdout, stderr).
 pub fn run_to_end(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_reaper"))
+    let out = Command::new(reaper_bin())
         .args(args)
         .env("RUST_LOG", log_filter())
         .output()
