@@ -14,7 +14,8 @@
 #   scripts/services.sh down    stop only what `up` started
 #   scripts/services.sh env     print the export lines for the current services
 #   scripts/services.sh tools   install what builds need beyond cargo (protoc, for etcd-client;
-#                               pkg-config and libssl-dev, for librdkafka's TLS)
+#                               pkg-config, libssl-dev and libcurl4-openssl-dev, for librdkafka's
+#                               TLS and OIDC)
 #   scripts/services.sh private up|restart|down DIR PORT
 #                               a private Postgres cluster of the caller's own (the benchmark's
 #                               pg-restart scenario restarts it; never the shared server)
@@ -61,9 +62,10 @@ apt_install() { # apt_install PACKAGE...
 
 cmd_tools() {
   command -v protoc >/dev/null 2>&1 || apt_install protobuf-compiler
-  # librdkafka's TLS and SCRAM link the system's OpenSSL, found by pkg-config.
-  if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists openssl 2>/dev/null; then
-    apt_install pkg-config libssl-dev
+  # librdkafka's TLS and SCRAM link the system's OpenSSL, its OIDC token requests libcurl,
+  # both found by pkg-config.
+  if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists openssl libcurl 2>/dev/null; then
+    apt_install pkg-config libssl-dev libcurl4-openssl-dev
   fi
 }
 

@@ -256,4 +256,31 @@ mod tests {
             "{problems:?}"
         );
     }
+
+    /// This build has libcurl: OAUTHBEARER's OIDC method (a client-credentials token from the
+    /// endpoint) is a configuration librdkafka accepts, its secret read from a file.
+    #[test]
+    fn oauthbearer_with_oidc_is_accepted() {
+        let secret = std::env::temp_dir().join(format!("oidc-secret-{}", std::process::id()));
+        std::fs::write(&secret, "s3cret\n").unwrap();
+        let cfg = KafkaConfig::with_bootstrap("b:9093")
+            .set("security.protocol", "SASL_SSL")
+            .set("sasl.mechanism", "OAUTHBEARER")
+            .set("sasl.oauthbearer.method", "oidc")
+            .set("sasl.oauthbearer.client.id", "harvester")
+            .set(
+                "sasl.oauthbearer.client.secret_file",
+                secret.display().to_string(),
+            )
+            .set(
+                "sasl.oauthbearer.token.endpoint.url",
+                "https://idp.example/token",
+            )
+            .set("sasl.oauthbearer.scope", "kafka");
+        let config = cfg.client_config("kafka", "producers", &[]);
+        std::fs::remove_file(&secret).unwrap();
+        let config = config.unwrap_or_else(|p| panic!("refused: {p:?}"));
+        assert_eq!(config.get("sasl.oauthbearer.client.secret"), Some("s3cret"));
+        assert!(!format!("{cfg:?}").contains("s3cret"));
+    }
 }
