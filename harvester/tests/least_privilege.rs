@@ -140,9 +140,9 @@ async fn each_acl_is_needed(world: &mut World, s: &SecuredKafka, config: Config,
     harvests(world, config.clone(), 200, "with exactly these ACLs").await;
     // A new run id: the final check counts only what the refused runs left.
     world.run = testkit::names::unique("run");
-    for missing in acls {
+    for (i, missing) in acls.iter().enumerate() {
         acl::revoke(&s.plaintext, PRINCIPAL, std::slice::from_ref(missing)).unwrap();
-        world.write_keys("r", 4, 5, 5).await;
+        world.write_keys(&format!("r{i}k"), 4, 5, 5).await;
         refused(world, config.clone(), missing).await;
         acl::grant(&s.plaintext, PRINCIPAL, std::slice::from_ref(missing)).unwrap();
     }
