@@ -85,10 +85,33 @@ fn bound(config: &Config) -> Duration {
         + Duration::from_secs(15)
 }
 
+/// Which elector a harvester runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Elector {
+    Neli,
+    /// Another elector, one that needs no Kafka ACL: the mock, leading at once.
+    Other,
+}
+
+async fn start(world: &World, config: Config, elector: Elector) -> harvester::HarvesterHandle {
+    match elector {
+        Elector::Neli => Arc::new(Harvester::connect(config).await.unwrap()).spawn(),
+        Elector::Other => world.start_leading(config).await,
+    }
+}
+
 /// Harvests what is in the outbox with `config`; checks 0 lost, 0 reordered, `rows` delivered.
 async fn harvests(world: &World, config: Config, rows: u64, what: &str) {
+    harvests_under(world, config, Elector::Neli, rows, what).await
+}
+
+async fn harvests_under(world: &World, config: Config, elector: Elector, rows: u64, what: &str) {
     let started = Instant::now();
-    let (report, stats) = world.harvest_all(config).await;
+    let handle = start(world, config, elector).await;
+    let report = world.verify(Duration::from_secs(60)).await;
+    world.drained().await;
+    let stats = handle.harvester.stats();
+    handle.stop().await.unwrap();
     println!("{what}: harvested in {:?}: {report}", started.elapsed());
     report.assert_correct();
     assert_eq!(report.delivered, rows, "{what}");
@@ -98,12 +121,16 @@ async fn harvests(world: &World, config: Config, rows: u64, what: &str) {
 /// Starts a harvester with `config`, which must end within [`bound`] with an error naming
 /// `missing` (its operation, resource and the ACL), and delete no row.
 async fn refused(world: &World, config: Config, missing: &Acl) {
+    refused_under(world, config, Elector::Neli, missing).await
+}
+
+async fn refused_under(world: &World, config: Config, elector: Elector, missing: &Acl) {
     let rows = world.outbox_rows().await;
     assert!(rows > 0, "rows to refuse");
     let bound = bound(&config);
     let started = Instant::now();
-    let harvester = Arc::new(Harvester::connect(config).await.unwrap());
-    let ended = tokio::time::timeout(bound, harvester.spawn().wait()).await;
+    let handle = start(world, config, elector).await;
+    let ended = tokio::time::timeout(bound, handle.wait()).await;
     let took = started.elapsed();
     let err = match ended {
         Ok(Err(e)) => e,
@@ -170,6 +197,28 @@ async fn transactional_publishing_needs_exactly_the_documented_acls() {
     let mut acls = neli_acls(&world, &config);
     acls.push(Acl::transactional_ids("Write", &format!("{id}-")));
     each_acl_is_needed(&mut world, &s, config, &acls).await;
+}
+
+/// MP/R under another elector, where the harvester writes to no topic but the outbox's: Write
+/// on it is all the idempotent producers need, no IdempotentWrite on the cluster (KIP-679,
+/// Kafka 3.0: InitProducerId is allowed to a principal that may Write to any topic). Without
+/// it InitProducerId is refused (CLUSTER_AUTHORIZATION_FAILED) and the error names the topic.
+#[tokio::test]
+async fn idempotent_producers_need_only_write_on_their_topic() {
+    let Some(s) = secured() else { return };
+    let mut world = World::new("lpidem", 2).await;
+    world.migrate().await;
+    let config = as_harvester(&world, &s);
+    let write = Acl::topic("Write", &world.topic);
+    acl::grant(&s.plaintext, PRINCIPAL, std::slice::from_ref(&write)).unwrap();
+    world.write(10, 20, 10).await;
+    harvests_under(&world, config.clone(), Elector::Other, 200, "with Write on the topic").await;
+    world.run = testkit::names::unique("run");
+    acl::revoke(&s.plaintext, PRINCIPAL, std::slice::from_ref(&write)).unwrap();
+    world.write_keys("r", 4, 5, 5).await;
+    refused_under(&world, config.clone(), Elector::Other, &write).await;
+    acl::grant(&s.plaintext, PRINCIPAL, std::slice::from_ref(&write)).unwrap();
+    harvests_under(&world, config, Elector::Other, 20, "what the refused run left").await;
 }
 
 /// NELI creates its leader topic when it is missing: Create on that topic is then needed too.

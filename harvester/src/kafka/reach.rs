@@ -259,6 +259,10 @@ pub fn refusal(
             "grant it with an ACL: --operation Write --transactional-id <publish.transactional_id>- --resource-pattern-type prefixed".to_owned(),
         ),
         (C::TopicAuthorizationFailed | C::GroupAuthorizationFailed, _) => return None,
+        (C::ClusterAuthorizationFailed, Wanted::Topic { name, .. }) => {
+            let (what, fix) = may_not("Write", "topic", name, format!("--topic {name}"));
+            (what, format!("{fix} (an idempotent producer needs Write on a topic from Kafka 3.0 on; before, --operation IdempotentWrite --cluster)"))
+        }
         (C::ClusterAuthorizationFailed, _) => (
             "the principal may not use an idempotent producer (InitProducerId)".to_owned(),
             "grant it Write on the topics it publishes to (Kafka 3.0 and later: --operation Write --topic <topic>; brokers before 3.0: --operation IdempotentWrite --cluster)".to_owned(),

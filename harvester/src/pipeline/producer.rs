@@ -240,13 +240,18 @@ impl ShardProducer {
 
     /// The producer's fatal error when a new producer would meet it again (the cluster refuses
     /// idempotence or transactions, or the principal lacks their ACLs): see
-    /// [`Error::KafkaRefused`]. librdkafka raises it on its own, before any record is sent.
-    pub fn refusal(&self) -> Option<Error> {
+    /// [`Error::KafkaRefused`]. librdkafka raises it on its own, before any record is sent;
+    /// `topic` is one it was to publish to (idempotence needs Write on a topic).
+    pub fn refusal(&self, topic: Option<&str>) -> Option<Error> {
         let (code, reason) = self.producer.client().fatal_error()?;
-        let wanted = self
-            .transactional_id
-            .as_deref()
-            .map_or(Wanted::Unknown, Wanted::TransactionalId);
+        let wanted = match (&self.transactional_id, topic) {
+            (Some(id), _) => Wanted::TransactionalId(id),
+            (None, Some(name)) => Wanted::Topic {
+                operation: "Write",
+                name,
+            },
+            (None, None) => Wanted::Unknown,
+        };
         crate::kafka::refusal(&self.bootstrap, code, &reason, wanted)
     }
 

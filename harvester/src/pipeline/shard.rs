@@ -389,7 +389,8 @@ impl Shard {
             *a += 1;
             *a
         };
-        if let Some(refused) = self.producer.refusal() {
+        let topic = self.keys.held_mut(id).map(|h| h.record.topic.clone());
+        if let Some(refused) = self.producer.refusal(topic.as_deref()) {
             return Err(refused);
         }
         if let Some(fatal) = self.producer.fatal_error() {
@@ -871,7 +872,7 @@ impl Shard {
     }
 
     async fn on_tick(&mut self, draining: bool) -> Result<()> {
-        if let Some(refused) = self.producer.refusal() {
+        if let Some(refused) = self.producer.refusal(self.keys.a_topic()) {
             return Err(refused);
         }
         if !self.keys.is_empty() {
