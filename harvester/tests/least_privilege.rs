@@ -8,7 +8,10 @@
 //! row. Last, with every ACL back, the rows the refused runs left are harvested: none was lost.
 //!
 //! The ACLs are granted with Kafka's `AclCommand` through the plaintext listener (a super user),
-//! as an operator would (`testkit::acl`).
+//! as an operator would (`testkit::acl`). The tests run one at a time, each from a principal
+//! allowed nothing, and check that the principal holds exactly the ACLs granted: an idempotent
+//! producer may initialise with Write on any topic, so another test's grant could otherwise
+//! stand in for a missing one.
 
 mod common;
 
@@ -23,6 +26,23 @@ use testkit::acl::{self, Acl};
 use testkit::secured::{SecuredKafka, HARVESTER};
 
 const PRINCIPAL: &str = "User:harvester";
+
+/// One test at a time holds the principal.
+static PRINCIPAL_HELD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Holds the principal for a test, allowed nothing to begin with.
+async fn hold_principal(s: &SecuredKafka) -> tokio::sync::MutexGuard<'static, ()> {
+    let held = PRINCIPAL_HELD.lock().await;
+    acl::clear(&s.plaintext, PRINCIPAL).unwrap();
+    held
+}
+
+/// Grants `acls` and checks that the principal holds those and no other.
+fn grant_exactly(s: &SecuredKafka, acls: &[Acl]) {
+    acl::grant(&s.plaintext, PRINCIPAL, acls).unwrap();
+    let held = acl::held(&s.plaintext, PRINCIPAL).unwrap();
+    assert_eq!(held.len(), acls.len(), "{PRINCIPAL} holds {held:#?}");
+}
 
 /// The secured listeners, or `None` (the test is skipped, saying why) when they are not up.
 fn secured() -> Option<SecuredKafka> {
@@ -146,7 +166,10 @@ async fn refused_under(world: &World, config: Config, elector: Elector, missing:
         acl::Resource::Cluster => "cluster",
     };
     let op = missing.operation;
-    assert!(text.contains("kafka refused: the principal may not "), "{text}");
+    assert!(
+        text.contains("kafka refused: the principal may not "),
+        "{text}"
+    );
     assert!(
         text.contains(&format!("may not {op}")) && text.contains(&format!(" {kind} \"")),
         "the operation and the resource in: {text}"
@@ -156,13 +179,17 @@ async fn refused_under(world: &World, config: Config, elector: Elector, missing:
             && text.contains(&missing.resource_args().join(" ")),
         "the ACL in: {text}"
     );
-    assert_eq!(world.outbox_rows().await, rows, "without {missing}: rows deleted");
+    assert_eq!(
+        world.outbox_rows().await,
+        rows,
+        "without {missing}: rows deleted"
+    );
 }
 
 /// Grants `acls`, harvests with them, then removes each in turn and expects the refusal;
 /// finally harvests what the refused runs left, with every ACL back.
 async fn each_acl_is_needed(world: &mut World, s: &SecuredKafka, config: Config, acls: &[Acl]) {
-    acl::grant(&s.plaintext, PRINCIPAL, acls).unwrap();
+    grant_exactly(s, acls);
     world.write(10, 20, 10).await;
     harvests(world, config.clone(), 200, "with exactly these ACLs").await;
     // A new run id: the final check counts only what the refused runs left.
@@ -180,6 +207,7 @@ async fn each_acl_is_needed(world: &mut World, s: &SecuredKafka, config: Config,
 #[tokio::test]
 async fn neli_and_idempotent_producers_need_exactly_the_documented_acls() {
     let Some(s) = secured() else { return };
+    let _held = hold_principal(&s).await;
     let mut world = World::new("lpneli", 2).await;
     world.migrate().await;
     let config = as_harvester(&world, &s);
@@ -190,6 +218,7 @@ async fn neli_and_idempotent_producers_need_exactly_the_documented_acls() {
 #[tokio::test]
 async fn transactional_publishing_needs_exactly_the_documented_acls() {
     let Some(s) = secured() else { return };
+    let _held = hold_principal(&s).await;
     let mut world = World::new("lptxn", 2).await;
     world.migrate().await;
     let id = testkit::names::unique("lptxn");
@@ -206,25 +235,41 @@ async fn transactional_publishing_needs_exactly_the_documented_acls() {
 #[tokio::test]
 async fn idempotent_producers_need_only_write_on_their_topic() {
     let Some(s) = secured() else { return };
+    let _held = hold_principal(&s).await;
     let mut world = World::new("lpidem", 2).await;
     world.migrate().await;
     let config = as_harvester(&world, &s);
     let write = Acl::topic("Write", &world.topic);
-    acl::grant(&s.plaintext, PRINCIPAL, std::slice::from_ref(&write)).unwrap();
+    grant_exactly(&s, std::slice::from_ref(&write));
     world.write(10, 20, 10).await;
-    harvests_under(&world, config.clone(), Elector::Other, 200, "with Write on the topic").await;
+    harvests_under(
+        &world,
+        config.clone(),
+        Elector::Other,
+        200,
+        "with Write on the topic",
+    )
+    .await;
     world.run = testkit::names::unique("run");
     acl::revoke(&s.plaintext, PRINCIPAL, std::slice::from_ref(&write)).unwrap();
     world.write_keys("r", 4, 5, 5).await;
     refused_under(&world, config.clone(), Elector::Other, &write).await;
     acl::grant(&s.plaintext, PRINCIPAL, std::slice::from_ref(&write)).unwrap();
-    harvests_under(&world, config, Elector::Other, 20, "what the refused run left").await;
+    harvests_under(
+        &world,
+        config,
+        Elector::Other,
+        20,
+        "what the refused run left",
+    )
+    .await;
 }
 
 /// NELI creates its leader topic when it is missing: Create on that topic is then needed too.
 #[tokio::test]
 async fn neli_creating_its_leader_topic_needs_create_on_it() {
     let Some(s) = secured() else { return };
+    let _held = hold_principal(&s).await;
     let world = World::new("lpcreate", 1).await;
     world.migrate().await;
     let with_leader = |topic: &str| {
@@ -239,7 +284,7 @@ async fn neli_creating_its_leader_topic_needs_create_on_it() {
     let created = with_leader(&testkit::names::topic("lpcreated"));
     let mut acls = neli_acls(&world, &created);
     acls.push(Acl::topic("Create", &leader_topic(&created)));
-    acl::grant(&s.plaintext, PRINCIPAL, &acls).unwrap();
+    grant_exactly(&s, &acls);
     world.write(4, 5, 5).await;
     harvests(&world, created, 20, "creating the leader topic").await;
 

@@ -97,11 +97,78 @@ pub fn revoke(bootstrap: &str, principal: &str, acls: &[Acl]) -> Result<(), Test
     Ok(())
 }
 
-fn acl_command(bootstrap: &str, principal: &str, verb: &str, acl: &Acl) -> Result<(), TestkitError> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka.sh");
+/// The principal's ACLs, one `<resource pattern> <operation>` line each, as Kafka lists them.
+pub fn held(bootstrap: &str, principal: &str) -> Result<Vec<String>, TestkitError> {
+    let listed = run(&[
+        "--bootstrap-server",
+        bootstrap,
+        "--list",
+        "--principal",
+        principal,
+    ])?;
+    let mut held = Vec::new();
+    let mut resource = "";
+    for line in listed.lines() {
+        if let Some(r) = line.strip_prefix("Current ACLs for resource `") {
+            resource = r.trim_end_matches("`:");
+        } else if line.contains(&format!("principal={principal},")) {
+            held.push(format!("{resource} {}", line.trim()));
+        }
+    }
+    Ok(held)
+}
+
+/// Removes every ACL on each resource `principal` has one on: a test of least privilege
+/// starts from a principal allowed nothing. For test principals only (the resources' ACLs of
+/// other principals go too).
+pub fn clear(bootstrap: &str, principal: &str) -> Result<(), TestkitError> {
+    for line in held(bootstrap, principal)? {
+        let Some(pattern) = line
+            .strip_prefix("ResourcePattern(")
+            .and_then(|l| l.split_once(')'))
+            .map(|(p, _)| p)
+        else {
+            continue;
+        };
+        let field = |name: &str| {
+            pattern
+                .split(", ")
+                .find_map(|f| f.strip_prefix(&format!("{name}=")))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let mut args = vec![
+            "--bootstrap-server".to_owned(),
+            bootstrap.to_owned(),
+            "--remove".to_owned(),
+            "--force".to_owned(),
+            "--resource-pattern-type".to_owned(),
+            field("patternType").to_lowercase(),
+        ];
+        let name = field("name");
+        match field("resourceType").as_str() {
+            "TOPIC" => args.extend(["--topic".to_owned(), name]),
+            "GROUP" => args.extend(["--group".to_owned(), name]),
+            "TRANSACTIONAL_ID" => args.extend(["--transactional-id".to_owned(), name]),
+            "CLUSTER" => args.push("--cluster".to_owned()),
+            other => {
+                return Err(TestkitError::Broker(format!(
+                    "AclCommand listed a resource type this helper does not know: {other}"
+                )))
+            }
+        }
+        run(&args.iter().map(String::as_str).collect::<Vec<_>>())?;
+    }
+    Ok(())
+}
+
+fn acl_command(
+    bootstrap: &str,
+    principal: &str,
+    verb: &str,
+    acl: &Acl,
+) -> Result<(), TestkitError> {
     let mut args: Vec<String> = [
-        "tool",
-        "AclCommand",
         "--bootstrap-server",
         bootstrap,
         verb,
@@ -116,12 +183,23 @@ fn acl_command(bootstrap: &str, principal: &str, verb: &str, acl: &Acl) -> Resul
     if verb == "--remove" {
         args.push("--force".to_owned());
     }
-    let out = Command::new(script).args(&args).output()?;
+    run(&args.iter().map(String::as_str).collect::<Vec<_>>())?;
+    Ok(())
+}
+
+/// Runs `AclCommand args`; its standard output.
+fn run(args: &[&str]) -> Result<String, TestkitError> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka.sh");
+    let out = Command::new(script)
+        .args(["tool", "AclCommand"])
+        .args(args)
+        .output()?;
     if !out.status.success() {
         return Err(TestkitError::Broker(format!(
-            "AclCommand {verb} {acl} for {principal}: {}",
+            "AclCommand {}: {}",
+            args.join(" "),
             String::from_utf8_lossy(&out.stderr)
         )));
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -15,8 +15,8 @@ use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
 use rdkafka::message::DeliveryResult;
+use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, TopicPartitionList};
@@ -102,7 +102,12 @@ impl ProducerContext for HeartbeatContext {
 /// would otherwise contend for ever without leading.
 fn refused(kafka: &KafkaConfig, error: &KafkaError, wanted: Wanted<'_>) -> Option<Error> {
     let bootstrap = kafka.get("bootstrap.servers").unwrap_or_default();
-    crate::kafka::refusal(bootstrap, error.rdkafka_error_code()?, &error.to_string(), wanted)
+    crate::kafka::refusal(
+        bootstrap,
+        error.rdkafka_error_code()?,
+        &error.to_string(),
+        wanted,
+    )
 }
 
 /// What a consumer error refuses: membership of the group, or reading the leader topic.
