@@ -60,17 +60,19 @@ pub enum Error {
         reason: String,
     },
 
-    /// The cluster at `kafka."bootstrap.servers"` refuses what the outbox's producers need, and a
-    /// new producer would be refused the same way (librdkafka's fatal error `code`): brokers
-    /// without idempotent or transactional producers (an unsupported API version), or a
-    /// principal without the ACLs for them. The harvester stops instead of replacing its
-    /// producers for ever; no row is deleted that Kafka did not acknowledge. `fix` says what to do.
-    #[error("kafka: the cluster at kafka.\"bootstrap.servers\" = {bootstrap:?} refuses the outbox's producers ({code:?}): {reason}; {fix}")]
+    /// The cluster at `kafka."bootstrap.servers"` refuses what the harvester needs, and a new
+    /// client would be refused the same way (librdkafka's `code`): brokers without idempotent
+    /// or transactional producers (an unsupported API version), a transaction timeout above
+    /// theirs, or a principal without an ACL (`what` names Kafka's operation and the resource,
+    /// `fix` the ACL that allows it). The harvester stops instead of retrying for ever; no row
+    /// is deleted that Kafka did not acknowledge.
+    #[error("kafka refused: {what} ({}); {fix} (kafka.\"bootstrap.servers\" = {bootstrap:?}: {reason})", crate::kafka::code_name(.code))]
     KafkaRefused {
         bootstrap: String,
         code: rdkafka::types::RDKafkaErrorCode,
+        what: String,
+        fix: String,
         reason: String,
-        fix: &'static str,
     },
 
     /// A database operation failed.

@@ -11,6 +11,7 @@
 //! `scripts/services.sh up` provisions both services and exports their addresses; the helpers
 //! here only discover them, so tests never start infrastructure behind the user's back.
 
+pub mod acl;
 pub mod broker;
 pub mod containers;
 pub mod coord;

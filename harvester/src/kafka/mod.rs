@@ -19,7 +19,7 @@ use crate::error::ConfigProblem;
 mod reach;
 mod secrets;
 
-pub use reach::refusal;
+pub use reach::{code_name, refusal, Wanted};
 use secrets::{indirect, pem_problem, read_secret};
 
 /// librdkafka properties shared by every client the harvester creates. Default:

@@ -214,23 +214,98 @@ impl ProducerContext for Witness {
     fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: ()) {}
 }
 
-/// The error for a producer's fatal `code`, when a new producer would meet it again (see
-/// [`crate::Error::KafkaRefused`]); `None` for fatal errors a fresh producer clears (fenced, a
-/// gap in a partition's sequence).
-pub fn refusal(bootstrap: &str, code: RDKafkaErrorCode, reason: &str) -> Option<crate::Error> {
-    let fix = match code {
-        RDKafkaErrorCode::UnsupportedFeature => "the brokers lack the API versions that idempotent and transactional producers need (InitProducerId: Apache Kafka 0.11 or later); point it at such brokers",
-        RDKafkaErrorCode::ClusterAuthorizationFailed => "grant the harvester's principal IdempotentWrite on the cluster (brokers before Kafka 3.0; later ones need Write on the topics)",
-        RDKafkaErrorCode::TransactionalIdAuthorizationFailed => "grant the harvester's principal Write and Describe on the transactional ids publish.transactional_id-*",
-        RDKafkaErrorCode::InvalidTransactionTimeout => "set producer_kafka.\"transaction.timeout.ms\" (by default the larger of the leader's succession and 60 s) at most the brokers' transaction.max.timeout.ms",
+/// What a refused request asked for, so that an authorization refusal names Kafka's operation
+/// and the resource, and the ACL that allows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted<'a> {
+    /// Nothing more is known than the error code (a producer's fatal error).
+    Unknown,
+    /// `operation` (`Read`, `Write`, `Create`) on the topic `name`.
+    Topic {
+        operation: &'static str,
+        name: &'a str,
+    },
+    /// Membership of the consumer group (`Read`).
+    Group(&'a str),
+    /// A transactional producer's id (`Write`).
+    TransactionalId(&'a str),
+}
+
+/// The error for `code`, when a new client would meet it again (see
+/// [`crate::Error::KafkaRefused`]): brokers without the producers' API, a transaction timeout
+/// above the brokers' maximum, or an authorization refusal, named by what was `wanted`; `None`
+/// for errors a fresh producer clears (fenced, a gap in a partition's sequence) and the rest.
+pub fn refusal(
+    bootstrap: &str,
+    code: RDKafkaErrorCode,
+    reason: &str,
+    wanted: Wanted<'_>,
+) -> Option<crate::Error> {
+    use RDKafkaErrorCode as C;
+    let (what, fix) = match (code, wanted) {
+        (C::TopicAuthorizationFailed, Wanted::Topic { operation, name }) => {
+            may_not(operation, "topic", name, format!("--topic {name}"))
+        }
+        (C::GroupAuthorizationFailed, Wanted::Group(group)) => {
+            may_not("Read", "group", group, format!("--group {group}"))
+        }
+        (C::TransactionalIdAuthorizationFailed, Wanted::TransactionalId(id)) => {
+            let (what, fix) = may_not("Write", "transactional id", id, format!("--transactional-id {id}"));
+            let every = id.rsplit_once('-').map_or(id, |(prefix, _)| prefix);
+            (what, format!("{fix} (every shard's: --transactional-id {every}- --resource-pattern-type prefixed)"))
+        }
+        (C::TransactionalIdAuthorizationFailed, _) => (
+            "the principal may not Write the outbox's transactional ids".to_owned(),
+            "grant it with an ACL: --operation Write --transactional-id <publish.transactional_id>- --resource-pattern-type prefixed".to_owned(),
+        ),
+        (C::TopicAuthorizationFailed | C::GroupAuthorizationFailed, _) => return None,
+        (C::ClusterAuthorizationFailed, Wanted::Topic { name, .. }) => {
+            let (what, fix) = may_not("Write", "topic", name, format!("--topic {name}"));
+            (what, format!("{fix} (an idempotent producer needs Write on a topic from Kafka 3.0 on; before, --operation IdempotentWrite --cluster)"))
+        }
+        (C::ClusterAuthorizationFailed, _) => (
+            "the principal may not use an idempotent producer (InitProducerId)".to_owned(),
+            "grant it Write on the topics it publishes to (Kafka 3.0 and later: --operation Write --topic <topic>; brokers before 3.0: --operation IdempotentWrite --cluster)".to_owned(),
+        ),
+        (C::UnsupportedFeature, _) => (
+            "the brokers lack the API versions that idempotent and transactional producers need (InitProducerId: Apache Kafka 0.11 or later)".to_owned(),
+            "point it at such brokers".to_owned(),
+        ),
+        (C::InvalidTransactionTimeout, _) => (
+            "the transaction timeout is above the brokers' transaction.max.timeout.ms".to_owned(),
+            "set producer_kafka.\"transaction.timeout.ms\" (by default the larger of the leader's succession and 60 s) at most the brokers' transaction.max.timeout.ms".to_owned(),
+        ),
         _ => return None,
     };
     Some(crate::Error::KafkaRefused {
         bootstrap: bootstrap.to_owned(),
         code,
-        reason: reason.to_owned(),
+        what,
         fix,
+        reason: reason.to_owned(),
     })
+}
+
+/// (what was refused, the ACL that allows it) for `operation` on a resource.
+fn may_not(operation: &str, kind: &str, name: &str, resource: String) -> (String, String) {
+    let to = if operation == "Write" { " to" } else { "" };
+    (
+        format!("the principal may not {operation}{to} {kind} {name:?}"),
+        format!("grant it with an ACL: --operation {operation} {resource}"),
+    )
+}
+
+/// librdkafka's name of an error code (`TOPIC_AUTHORIZATION_FAILED`), as Kafka's protocol and
+/// its tools spell it.
+pub fn code_name(code: &RDKafkaErrorCode) -> String {
+    let mut name = String::new();
+    for (i, c) in format!("{code:?}").chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_uppercase());
+    }
+    name
 }
 
 fn unreachable(bootstrap: &str, after: std::time::Duration, reason: &str) -> crate::Error {
@@ -253,7 +328,7 @@ mod tests {
             RDKafkaErrorCode::TransactionalIdAuthorizationFailed,
             RDKafkaErrorCode::InvalidTransactionTimeout,
         ] {
-            let e = refusal("b:9092", code, "why").expect("a refusal");
+            let e = refusal("b:9092", code, "why", Wanted::Unknown).expect("a refusal");
             assert!(e.ends_harvest());
             let text = e.to_string();
             assert!(
@@ -261,12 +336,49 @@ mod tests {
                 "{text}"
             );
         }
+        let e = refusal(
+            "b:9092",
+            RDKafkaErrorCode::TopicAuthorizationFailed,
+            "Broker: Topic authorization failed",
+            Wanted::Topic {
+                operation: "Write",
+                name: "orders",
+            },
+        )
+        .expect("a refusal");
+        assert!(e.ends_harvest());
+        assert!(
+            e.to_string().starts_with("kafka refused: the principal may not Write to topic \"orders\" (TOPIC_AUTHORIZATION_FAILED); grant it with an ACL: --operation Write --topic orders"),
+            "{e}"
+        );
+        let e = refusal(
+            "b:9092",
+            RDKafkaErrorCode::GroupAuthorizationFailed,
+            "why",
+            Wanted::Group("billing"),
+        )
+        .expect("a refusal");
+        assert!(
+            e.to_string().contains("may not Read group \"billing\" (GROUP_AUTHORIZATION_FAILED); grant it with an ACL: --operation Read --group billing"),
+            "{e}"
+        );
+        // Without the resource it cannot be named: not told as a refusal.
+        assert!(refusal(
+            "b:9092",
+            RDKafkaErrorCode::TopicAuthorizationFailed,
+            "why",
+            Wanted::Unknown
+        )
+        .is_none());
         for code in [
             RDKafkaErrorCode::Fenced,
             RDKafkaErrorCode::OutOfOrderSequenceNumber,
             RDKafkaErrorCode::InvalidRecord,
         ] {
-            assert!(refusal("b:9092", code, "why").is_none(), "{code:?}");
+            assert!(
+                refusal("b:9092", code, "why", Wanted::Unknown).is_none(),
+                "{code:?}"
+            );
         }
     }
 }

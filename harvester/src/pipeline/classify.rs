@@ -12,9 +12,12 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 pub enum Failure {
     /// Can never succeed (e.g. too large): quarantine now.
     Permanent,
-    /// May be a misconfiguration (unknown topic, no authorisation, rejected record): retry up to
+    /// May be a misconfiguration (unknown topic, rejected record): retry up to
     /// `max_delivery_attempts`, then quarantine.
     Suspect,
+    /// The principal may not write it (no ACL): end the harvest, naming the ACL. Never
+    /// quarantined: the row is fine, and an ACL publishes it.
+    Refused,
     /// Retry (reset and re-mark) as often as it takes.
     Transient,
     /// The producer itself is unusable and must be replaced.
@@ -33,12 +36,13 @@ pub fn classify(error: &KafkaError) -> Failure {
         RDKafkaErrorCode::UnknownTopicOrPartition
         | RDKafkaErrorCode::UnknownTopic
         | RDKafkaErrorCode::UnknownPartition
-        | RDKafkaErrorCode::TopicAuthorizationFailed
-        | RDKafkaErrorCode::ClusterAuthorizationFailed
         | RDKafkaErrorCode::InvalidRecord
         | RDKafkaErrorCode::InvalidTopic
         | RDKafkaErrorCode::PolicyViolation
         | RDKafkaErrorCode::InvalidMessage => Failure::Suspect,
+        RDKafkaErrorCode::TopicAuthorizationFailed
+        | RDKafkaErrorCode::ClusterAuthorizationFailed
+        | RDKafkaErrorCode::TransactionalIdAuthorizationFailed => Failure::Refused,
         RDKafkaErrorCode::Fatal => Failure::Fatal,
         _ => Failure::Transient,
     }
@@ -64,5 +68,9 @@ mod tests {
             Failure::Transient
         );
         assert_eq!(classify(&e(RDKafkaErrorCode::Fatal)), Failure::Fatal);
+        assert_eq!(
+            classify(&e(RDKafkaErrorCode::TopicAuthorizationFailed)),
+            Failure::Refused
+        );
     }
 }

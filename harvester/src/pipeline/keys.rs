@@ -232,6 +232,15 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
     }
 
     /// The held record with this id.
+    /// The topic of a held record, any: names the resource of a refusal no record carries
+    /// (an idempotent producer refused before it sent anything).
+    pub fn a_topic(&self) -> Option<&str> {
+        self.queues
+            .values()
+            .find_map(VecDeque::front)
+            .map(|h| h.record.topic.as_str())
+    }
+
     pub fn held_mut(&mut self, id: i64) -> Option<&mut Held> {
         let key = self.index.get(&id)?;
         self.queues

@@ -23,6 +23,7 @@ use rdkafka::ClientConfig;
 use tokio::sync::mpsc;
 
 use crate::error::Error;
+use crate::kafka::Wanted;
 use crate::outbox::OutboxRecord;
 use crate::Result;
 
@@ -147,7 +148,7 @@ impl ShardProducer {
         if let Some(id) = &transactional_id {
             producer.init_transactions(init_timeout).map_err(|e| {
                 let refused = e.rdkafka_error_code().and_then(|code| {
-                    crate::kafka::refusal(&bootstrap, code, &e.to_string())
+                    crate::kafka::refusal(&bootstrap, code, &e.to_string(), Wanted::TransactionalId(id))
                 });
                 refused.unwrap_or_else(|| Error::Kafka {
                     action: format!("register transactional id {id:?} (shard {shard}) with the transaction coordinator"),
@@ -239,10 +240,34 @@ impl ShardProducer {
 
     /// The producer's fatal error when a new producer would meet it again (the cluster refuses
     /// idempotence or transactions, or the principal lacks their ACLs): see
-    /// [`Error::KafkaRefused`]. librdkafka raises it on its own, before any record is sent.
-    pub fn refusal(&self) -> Option<Error> {
+    /// [`Error::KafkaRefused`]. librdkafka raises it on its own, before any record is sent;
+    /// `topic` is one it was to publish to (idempotence needs Write on a topic).
+    pub fn refusal(&self, topic: Option<&str>) -> Option<Error> {
         let (code, reason) = self.producer.client().fatal_error()?;
-        crate::kafka::refusal(&self.bootstrap, code, &reason)
+        let wanted = match (&self.transactional_id, topic) {
+            (Some(id), _) => Wanted::TransactionalId(id),
+            (None, Some(name)) => Wanted::Topic {
+                operation: "Write",
+                name,
+            },
+            (None, None) => Wanted::Unknown,
+        };
+        crate::kafka::refusal(&self.bootstrap, code, &reason, wanted)
+    }
+
+    /// The error that ends the harvest when the broker refused to take a record for `topic`
+    /// (no ACL allows the principal to Write to it): every later try meets the same refusal.
+    pub fn refused(&self, error: &KafkaError, topic: &str) -> Option<Error> {
+        let wanted = Wanted::Topic {
+            operation: "Write",
+            name: topic,
+        };
+        crate::kafka::refusal(
+            &self.bootstrap,
+            error.rdkafka_error_code()?,
+            &error.to_string(),
+            wanted,
+        )
     }
 
     /// The adaptive linger. librdkafka holds a message up to `linger.ms` (5 ms by default) in

@@ -378,6 +378,9 @@ impl Shard {
     async fn on_failure(&mut self, id: i64, error: &rdkafka::error::KafkaError) -> Result<()> {
         self.outstanding = self.outstanding.saturating_sub(1);
         Stats::add(&self.ctx.stats.delivery_failures, 1);
+        if classify(error) == Failure::Refused {
+            return Err(self.refused(id, error));
+        }
         if self.txn.is_some() && self.producer.fatal_error().is_none() {
             return self.on_txn_failure(id, error).await;
         }
@@ -386,7 +389,8 @@ impl Shard {
             *a += 1;
             *a
         };
-        if let Some(refused) = self.producer.refusal() {
+        let topic = self.keys.held_mut(id).map(|h| h.record.topic.clone());
+        if let Some(refused) = self.producer.refusal(topic.as_deref()) {
             return Err(refused);
         }
         if let Some(fatal) = self.producer.fatal_error() {
@@ -401,6 +405,7 @@ impl Shard {
         let quarantine = match classify(error) {
             Failure::Permanent => true,
             Failure::Suspect => attempts >= self.ctx.limits.max_delivery_attempts,
+            Failure::Refused => return Err(self.refused(id, error)),
             Failure::Transient => {
                 if let Some((failing, failures)) = self.stall.failure(Instant::now(), error) {
                     return Err(self.stuck(failing, failures));
@@ -581,6 +586,12 @@ impl Shard {
                     retries += 1;
                     tracing::debug!(shard = self.producer.shard, "commit failed, retrying: {e}");
                 }
+                CallFailure::Abort if classify(&e) == Failure::Refused => {
+                    // A partition the principal may not write to (AddPartitionsToTxn refused):
+                    // the transaction's rows stay in the outbox, and the harvest ends.
+                    let first = open.ids.first().copied().unwrap_or_default();
+                    return Err(self.refused(first, &e));
+                }
                 CallFailure::Abort => {
                     tracing::debug!(
                         shard = self.producer.shard,
@@ -703,6 +714,19 @@ impl Shard {
                 None => format!(" (topic {})", h.record.topic),
             })
             .unwrap_or_default()
+    }
+
+    /// The error that ends the harvest when the broker refused `id`'s record for want of an
+    /// ACL. The row stays in the outbox: it is neither acknowledged nor quarantined.
+    fn refused(&mut self, id: i64, error: &rdkafka::error::KafkaError) -> Error {
+        let topic = self.keys.held_mut(id).map(|h| h.record.topic.clone());
+        let topic = topic.as_deref().unwrap_or("(the record's topic)");
+        self.producer.refused(error, topic).unwrap_or_else(|| {
+            Error::Pipeline(format!(
+                "shard {}: row {id} refused: {error}",
+                self.producer.shard
+            ))
+        })
     }
 
     /// A failure of a record of the open transaction. Only a row alone in its transaction
@@ -848,7 +872,7 @@ impl Shard {
     }
 
     async fn on_tick(&mut self, draining: bool) -> Result<()> {
-        if let Some(refused) = self.producer.refusal() {
+        if let Some(refused) = self.producer.refusal(self.keys.a_topic()) {
             return Err(refused);
         }
         if !self.keys.is_empty() {

@@ -15,8 +15,9 @@ use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
+use rdkafka::message::DeliveryResult;
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, TopicPartitionList};
 use tokio::sync::watch;
@@ -25,7 +26,7 @@ use super::heartbeat::{now_ms, Heartbeat};
 use super::Shared;
 use crate::election::{wait_ack_blocking, Ack, ElectionEvent, ElectorState, Term};
 use crate::error::Error;
-use crate::kafka::KafkaConfig;
+use crate::kafka::{KafkaConfig, Wanted};
 use crate::Result;
 
 type Closed = watch::Sender<crate::election::ClosedState>;
@@ -68,6 +69,56 @@ struct NeliContext {
 impl ClientContext for NeliContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
         crate::kafka::log_to_tracing(&self.shared.config.name, level, fac, message);
+    }
+}
+
+/// The heartbeat producer's delivery reports: only a refusal matters (any other lost heartbeat
+/// shows as a lapse).
+struct HeartbeatContext {
+    member: String,
+    refused: parking_lot::Mutex<Option<KafkaError>>,
+}
+
+impl ClientContext for HeartbeatContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        crate::kafka::log_to_tracing(&self.member, level, fac, message);
+    }
+}
+
+impl ProducerContext for HeartbeatContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = result {
+            if e.rdkafka_error_code() == Some(RDKafkaErrorCode::TopicAuthorizationFailed) {
+                *self.refused.lock() = Some(e.clone());
+            }
+        }
+    }
+}
+
+/// The error that ends the election when the cluster refused what `wanted` names for want of
+/// an ACL (the group, the leader topic): a new client would be refused the same way, and NELI
+/// would otherwise contend for ever without leading.
+fn refused(kafka: &KafkaConfig, error: &KafkaError, wanted: Wanted<'_>) -> Option<Error> {
+    let bootstrap = kafka.get("bootstrap.servers").unwrap_or_default();
+    crate::kafka::refusal(
+        bootstrap,
+        error.rdkafka_error_code()?,
+        &error.to_string(),
+        wanted,
+    )
+}
+
+/// What a consumer error refuses: membership of the group, or reading the leader topic.
+fn consumer_wants<'a>(config: &'a super::Resolved, error: &KafkaError) -> Wanted<'a> {
+    match error.rdkafka_error_code() {
+        Some(RDKafkaErrorCode::GroupAuthorizationFailed) => Wanted::Group(&config.group_id),
+        Some(RDKafkaErrorCode::TopicAuthorizationFailed) => Wanted::Topic {
+            operation: "Read",
+            name: &config.topic,
+        },
+        _ => Wanted::Unknown,
     }
 }
 
@@ -147,8 +198,11 @@ fn run(
     stop: &AtomicBool,
 ) -> Result<()> {
     let config = &shared.config;
-    let producer: BaseProducer = producer_config
-        .create()
+    let producer: BaseProducer<HeartbeatContext> = producer_config
+        .create_with_context(HeartbeatContext {
+            member: config.name.clone(),
+            refused: parking_lot::Mutex::new(None),
+        })
         .map_err(Error::kafka("create the heartbeat producer"))?;
     if config.create_topic {
         ensure_topic(
@@ -156,7 +210,7 @@ fn run(
             &producer,
             &config.topic,
             config.heartbeat_timeout.min(Duration::from_secs(5)),
-        );
+        )?;
     }
     let consumer: BaseConsumer<NeliContext> = consumer_config
         .create_with_context(NeliContext {
@@ -178,16 +232,21 @@ fn run(
                         on_heartbeat(shared, &hb);
                     }
                 }
-                Some(Err(e)) if super::session::is_refused_session(&e) => {
-                    return Err(super::session::refused(
-                        kafka,
-                        "leader",
-                        config.session_timeout(),
-                    ));
-                }
-                Some(Err(e)) if last_error_log.elapsed() > Duration::from_secs(5) => {
-                    tracing::warn!(member = %config.name, "leader-topic consumer: {e}");
-                    last_error_log = Instant::now();
+                Some(Err(e)) => {
+                    if let Some(refusal) = refused(kafka, &e, consumer_wants(config, &e)) {
+                        return Err(refusal);
+                    }
+                    if super::session::is_refused_session(&e) {
+                        return Err(super::session::refused(
+                            kafka,
+                            "leader",
+                            config.session_timeout(),
+                        ));
+                    }
+                    if last_error_log.elapsed() > Duration::from_secs(5) {
+                        tracing::warn!(member = %config.name, "leader-topic consumer: {e}");
+                        last_error_log = Instant::now();
+                    }
                 }
                 _ => {}
             }
@@ -196,6 +255,13 @@ fn run(
             }
         }
         producer.poll(Duration::ZERO);
+        if let Some(e) = producer.context().refused.lock().take() {
+            let wanted = Wanted::Topic {
+                operation: "Write",
+                name: &config.topic,
+            };
+            return Err(refused(kafka, &e, wanted).expect("a topic authorization failure"));
+        }
         let heartbeat = {
             let inner = shared.inner.lock();
             inner.assigned.then(|| {
@@ -344,8 +410,14 @@ fn check_lapse(shared: &Shared) {
 
 /// Creates the leader topic with one partition if it is missing. Brokers that auto-create topics
 /// (librdkafka's mock, Kafka with `auto.create.topics.enable`) create it on the metadata request.
-/// Bounded: a broker that ignores CreateTopics cannot hold up the election.
-fn ensure_topic(kafka: &KafkaConfig, producer: &BaseProducer, topic: &str, timeout: Duration) {
+/// Bounded: a broker that ignores CreateTopics cannot hold up the election. A principal that may
+/// not create it (no ACL for Create on the topic or the cluster) ends the election.
+fn ensure_topic<C: ProducerContext>(
+    kafka: &KafkaConfig,
+    producer: &BaseProducer<C>,
+    topic: &str,
+    timeout: Duration,
+) -> Result<()> {
     let exists = producer
         .client()
         .fetch_metadata(Some(topic), timeout)
@@ -356,33 +428,42 @@ fn ensure_topic(kafka: &KafkaConfig, producer: &BaseProducer, topic: &str, timeo
         })
         .unwrap_or(false);
     if exists {
-        return;
+        return Ok(());
     }
-    let created = (|| -> std::result::Result<(), String> {
+    let created = (|| -> std::result::Result<(), (String, Option<RDKafkaErrorCode>)> {
         let admin: AdminClient<DefaultClientContext> = kafka
             .client_config("kafka", "admin client", &[])
-            .map_err(|_| "invalid admin config".to_owned())?
+            .map_err(|_| ("invalid admin config".to_owned(), None))?
             .create()
-            .map_err(|e: KafkaError| e.to_string())?;
+            .map_err(|e: KafkaError| (e.to_string(), None))?;
         let new_topic = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
         let options = AdminOptions::new()
             .operation_timeout(Some(timeout))
             .request_timeout(Some(timeout));
         let results = futures::executor::block_on(admin.create_topics([&new_topic], &options))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| (e.to_string(), None))?;
         for result in results {
             match result {
                 Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                Err((_, code)) => return Err(code.to_string()),
+                Err((_, code)) => return Err((code.to_string(), Some(code))),
             }
         }
         Ok(())
     })();
     match created {
         Ok(()) => tracing::info!(topic, "created the leader topic"),
-        Err(e) => tracing::warn!(
+        Err((e, Some(code))) if code == RDKafkaErrorCode::TopicAuthorizationFailed => {
+            let bootstrap = kafka.get("bootstrap.servers").unwrap_or_default();
+            let wanted = Wanted::Topic {
+                operation: "Create",
+                name: topic,
+            };
+            return Err(crate::kafka::refusal(bootstrap, code, &e, wanted).expect("a refusal"));
+        }
+        Err((e, _)) => tracing::warn!(
             topic,
             "cannot create the leader topic ({e}); waiting for it to exist"
         ),
     }
+    Ok(())
 }
