@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::ClientConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -81,11 +80,14 @@ impl std::fmt::Debug for BrokerProbe {
 }
 
 impl BrokerProbe {
+    /// With the harvester's `kafka` settings as every other client gets them: secrets given as
+    /// `<property>_file` or `_env` read in (librdkafka knows no such property).
     fn new(h: &Harvester) -> Result<Self> {
-        let mut config = ClientConfig::new();
-        for (k, v) in &h.config().kafka.0 {
-            config.set(k, v);
-        }
+        let config = h
+            .config()
+            .kafka
+            .client_config("kafka", "readiness probe", &[])
+            .map_err(Error::InvalidConfig)?;
         let consumer = config
             .create()
             .map_err(Error::kafka("create the readiness probe client"))?;
