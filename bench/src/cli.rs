@@ -10,6 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use testkit::secured::{SecuredKafka, ADMIN};
+use testkit::verify::ClientSettings;
 use testkit::Broker;
 use workloads::Backend;
 
@@ -75,7 +77,14 @@ pub fn list(file: Option<&Path>) -> Result<String, BenchError> {
     }
     s.push_str("scenarios:\n");
     for (name, sc) in &f.scenario {
-        s.push_str(&format!("  {name} ({:?}): {}\n", sc.kind, sc.description));
+        let listener = match sc.listener {
+            crate::scenario::Listener::Plaintext => String::new(),
+            other => format!(", listener {}", other.name()),
+        };
+        s.push_str(&format!(
+            "  {name} ({:?}{listener}): {}\n",
+            sc.kind, sc.description
+        ));
     }
     Ok(s)
 }
@@ -138,6 +147,20 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
         .chain(extra.iter())
         .any(|(k, v)| k == "publish.mode" && v == "transactional");
     let (broker, selection) = select_broker(o, &scenarios, &mut extra).await?;
+    let sasl_ssl = sasl_ssl_listener(&broker);
+    // A selected scenario that cannot reach its listener fails the command now, before the
+    // ceilings and the other scenarios ran.
+    if let Err(why) = &sasl_ssl {
+        let secured = scenarios.iter().map(|(name, _)| name).find(|name| {
+            file.scenario[name.as_str()].listener == crate::scenario::Listener::SaslSsl
+        });
+        if let Some(name) = secured {
+            return Err(BenchError::Scenario {
+                scenario: name.clone(),
+                message: format!("listener = \"sasl_ssl\": {why}"),
+            });
+        }
+    }
     let database_url = o
         .database_url
         .clone()
@@ -197,6 +220,7 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
         base: file.base.clone(),
         extra,
         private_pg_port: o.private_pg_port,
+        sasl_ssl,
     };
     Ok(Prepared {
         file,
@@ -235,6 +259,36 @@ async fn select_broker(
             Ok((Broker::external(b), Selection::Brokers))
         }
     }
+}
+
+/// The SASL_SSL listener of the run's broker (see [`crate::scenario::Listener::SaslSsl`]), or
+/// why it has none: the embedded broker has no secured listener, and the one
+/// `scripts/services.sh up` exported belongs to the broker at its `KAFKA_BROKERS` only.
+fn sasl_ssl_listener(broker: &Broker) -> Result<ClientSettings, String> {
+    if broker.embedded().is_some() {
+        return Err(
+            "the run is on the embedded broker (`--embedded`, or neither `--brokers` nor KAFKA_BROKERS), which has no secured listener; run against the broker `scripts/services.sh up` started".into(),
+        );
+    }
+    let secured = SecuredKafka::discover().map_err(|e| e.to_string())?;
+    let servers = |list: &str| {
+        let mut v: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
+        v.sort();
+        v
+    };
+    if servers(&secured.plaintext) != servers(broker.bootstrap()) {
+        return Err(format!(
+            "the exported SASL_SSL listener ({}) is the broker's at KAFKA_BROKERS={}, not this run's ({})",
+            secured.sasl_ssl,
+            secured.plaintext,
+            broker.bootstrap()
+        ));
+    }
+    let password = secured.password_file(ADMIN);
+    if !Path::new(&password).is_file() {
+        return Err(format!("no password file {password} (KAFKA_USERS_DIR)"));
+    }
+    Ok(ClientSettings::sasl_ssl(&secured, ADMIN))
 }
 
 /// The provenance's broker sentence: the facts, and for a transactional run what a

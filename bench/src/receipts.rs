@@ -1,7 +1,8 @@
 //! The verifying consumer's raw material: every record of the run as it arrives, stamped.
 //!
 //! It reads all partitions from the beginning with direct assignment (no group, no rebalance)
-//! on a thread of its own, and only collects; verification and latency are computed after the
+//! on a thread of its own, through the scenario's listener (as the harvesters publish), and
+//! only collects; verification and latency are computed after the
 //! run from the receipts and the writers' ledger, so the hot loop stays cheap and a record that
 //! arrives before its writer finished bookkeeping is never misjudged.
 //!
@@ -18,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
+use testkit::verify::ClientSettings;
 
 use crate::BenchError;
 
@@ -31,9 +33,9 @@ pub struct Receipt {
     pub at: Instant,
 }
 
-fn watermark_client(bootstrap: &str) -> Result<BaseConsumer, BenchError> {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+fn watermark_client(client: &ClientSettings) -> Result<BaseConsumer, BenchError> {
+    client
+        .client_config()?
         .create()
         .map_err(|source| BenchError::Kafka {
             action: "create a watermark client".into(),
@@ -42,15 +44,19 @@ fn watermark_client(bootstrap: &str) -> Result<BaseConsumer, BenchError> {
 }
 
 /// Records in the log of `topic` (sum over partitions of high minus low watermark).
-pub fn log_records(bootstrap: &str, topic: &str, partitions: i32) -> Result<i64, BenchError> {
-    let marks = watermarks(&watermark_client(bootstrap)?, topic, partitions)?;
+pub fn log_records(
+    client: &ClientSettings,
+    topic: &str,
+    partitions: i32,
+) -> Result<i64, BenchError> {
+    let marks = watermarks(&watermark_client(client)?, topic, partitions)?;
     Ok(marks.into_iter().map(|(low, high)| high - low).sum())
 }
 
 /// The log end of `topic`: the sum over partitions of the high watermarks (every offset ever
 /// written, read or deleted).
-pub fn log_end(bootstrap: &str, topic: &str, partitions: i32) -> Result<u64, BenchError> {
-    let marks = watermarks(&watermark_client(bootstrap)?, topic, partitions)?;
+pub fn log_end(client: &ClientSettings, topic: &str, partitions: i32) -> Result<u64, BenchError> {
+    let marks = watermarks(&watermark_client(client)?, topic, partitions)?;
     Ok(marks
         .into_iter()
         .map(|(_, high)| u64::try_from(high).unwrap_or(0))
@@ -225,12 +231,12 @@ struct Books {
 
 /// A consumer of every partition of `topic` from the beginning, without a group.
 fn verifying_consumer(
-    bootstrap: &str,
+    client: &ClientSettings,
     topic: &str,
     partitions: i32,
 ) -> Result<BaseConsumer, BenchError> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let consumer: BaseConsumer = client
+        .client_config()?
         .set("group.id", testkit::names::unique("bench-verifier"))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
@@ -336,12 +342,12 @@ fn watermarks(
 impl Receiver {
     /// Starts reading `topic` (all `partitions`, created for this run) for records of `run`.
     pub fn start(
-        bootstrap: &str,
+        client: &ClientSettings,
         topic: &str,
         partitions: i32,
         run: &str,
     ) -> Result<Receiver, BenchError> {
-        let consumer = verifying_consumer(bootstrap, topic, partitions)?;
+        let consumer = verifying_consumer(client, topic, partitions)?;
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let mut books = Books::new(run, partitions, Arc::clone(&counters));
@@ -523,6 +529,7 @@ mod tests {
         use rdkafka::message::{Header, OwnedHeaders};
         use rdkafka::mocking::MockCluster;
         use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+        use rdkafka::ClientConfig;
 
         const RUN: &str = "run-test";
 
@@ -580,7 +587,7 @@ mod tests {
             produce(&bootstrap, 0, 1500);
             let (low, high) = marks(&bootstrap);
             assert!(low > 0 && high == 1500, "{low} {high}");
-            let r = Receiver::start(&bootstrap, "t", 1, RUN).unwrap();
+            let r = Receiver::start(&ClientSettings::plaintext(&bootstrap), "t", 1, RUN).unwrap();
             let deadline = Instant::now() + Duration::from_secs(20);
             while r.unique() < (high - low) as u64 && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
@@ -599,7 +606,8 @@ mod tests {
         fn a_reset_after_offset_out_of_range_counts_the_jump() {
             let (_cluster, bootstrap) = cluster();
             produce(&bootstrap, 0, 100);
-            let consumer = verifying_consumer(&bootstrap, "t", 1).unwrap();
+            let consumer =
+                verifying_consumer(&ClientSettings::plaintext(&bootstrap), "t", 1).unwrap();
             let mut books = Books::new(RUN, 1, Arc::default());
             let deadline = Instant::now() + Duration::from_secs(20);
             while books.tracker.position() < 100 && Instant::now() < deadline {

@@ -190,6 +190,9 @@ pub struct RunResult {
     /// injected request errors").
     #[serde(default)]
     pub broker_note: Option<String>,
+    /// The listener every Kafka client of the run used (the harvesters, the verifier).
+    #[serde(default)]
+    pub listener: crate::scenario::Listener,
 }
 
 impl RunResult {
@@ -548,7 +551,13 @@ pub fn markdown(
     }
     let _ = writeln!(s, "\n### Topic, drain and CPU per run\n");
     for r in runs {
-        let _ = writeln!(s, "- {}: {}", r.label(), r.topic.describe());
+        let _ = writeln!(
+            s,
+            "- {}: listener {}; {}",
+            r.label(),
+            r.listener.describe(),
+            r.topic.describe()
+        );
         if let Some(d) = r.drain {
             let _ = writeln!(
                 s,

@@ -57,6 +57,45 @@ pub enum VerifyWhen {
     After,
 }
 
+/// Which listener of the broker every Kafka client of a scenario uses: the harvesters (their
+/// producers, NELI's consumer and heartbeat producer, their admin calls) and the bench's
+/// verifying consumer and watermark reads. Topics are created and deleted on the same broker's
+/// plaintext listener either way (administration, not what is measured).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Listener {
+    /// `KAFKA_BROKERS` / `--brokers` (or the embedded broker), no TLS, no login.
+    #[default]
+    Plaintext,
+    /// The same broker's SASL_SSL listener (`KAFKA_SASL_SSL_BROKERS` from
+    /// `scripts/services.sh up`): TLS with its CA (`KAFKA_TLS_DIR`), SCRAM-SHA-512 as the
+    /// super user `admin`, the password from its file (`KAFKA_USERS_DIR`), never in a setting.
+    SaslSsl,
+}
+
+impl Listener {
+    /// As in a scenario file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Listener::Plaintext => "plaintext",
+            Listener::SaslSsl => "sasl_ssl",
+        }
+    }
+
+    /// For the report: the name, and for a secured listener how the clients logged in.
+    pub fn describe(self) -> String {
+        match self {
+            Listener::Plaintext => self.name().to_owned(),
+            Listener::SaslSsl => format!(
+                "{} (SASL_SSL: TLS, {} as {}; topics created and deleted through the plaintext listener)",
+                self.name(),
+                testkit::verify::SASL_SSL_MECHANISM,
+                testkit::secured::ADMIN
+            ),
+        }
+    }
+}
+
 /// A pre-filled backlog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -191,6 +230,11 @@ pub struct Scenario {
     /// `leader.rebalance_delay`, or the new member is ranked before the old one stops.
     #[serde(default = "default_join_wait", with = "humantime_serde")]
     pub join_wait: Duration,
+    /// The broker's listener every Kafka client of the scenario uses: `plaintext` (default) or
+    /// `sasl_ssl` (a real cluster's SASL_SSL listener, see [`Listener`]; refused on the
+    /// embedded broker, and where `scripts/services.sh` did not export it).
+    #[serde(default)]
+    pub listener: Listener,
 }
 
 /// Settings every scenario starts from.
@@ -309,6 +353,11 @@ impl Scenario {
         }
         if self.no_progress_timeout.is_zero() {
             return bad("no_progress_timeout must be above 0");
+        }
+        if self.listener == Listener::SaslSsl && self.kind == Kind::BrokerFaults {
+            return bad(
+                "listener = \"sasl_ssl\" cannot go with kind = \"broker_faults\": faults are injected on the embedded broker, which has no secured listener",
+            );
         }
         if self.verify == VerifyWhen::After
             && (self.kind != Kind::Drain || self.writers.is_some() || self.backlog.is_none())
@@ -514,6 +563,51 @@ mod tests {
         let why = on("drain-snapshot", Backend::MariaDb, &[]).unwrap();
         assert!(why.contains("snapshot mode"), "{why}");
         assert_eq!(on("drain-snapshot", Backend::Postgres, &[]), None);
+    }
+
+    #[test]
+    fn the_secured_twins_differ_from_their_originals_in_the_listener_only() {
+        let f = ScenarioFile::builtin();
+        for (plain, secured) in [
+            ("drain", "drain-sasl-ssl"),
+            ("latency-500", "latency-500-sasl-ssl"),
+        ] {
+            let (p, s) = (&f.scenario[plain], &f.scenario[secured]);
+            assert_eq!(
+                (p.listener, s.listener),
+                (Listener::Plaintext, Listener::SaslSsl)
+            );
+            let unsecured = Scenario {
+                listener: Listener::Plaintext,
+                description: p.description.clone(),
+                ..s.clone()
+            };
+            assert_eq!(&unsecured, p, "{secured} is {plain} on another listener");
+        }
+        assert_eq!(
+            f.profile("security").unwrap(),
+            [
+                "drain",
+                "drain-sasl-ssl",
+                "latency-500",
+                "latency-500-sasl-ssl"
+            ]
+        );
+        let e = ScenarioFile::parse(
+            "[scenario.f]\nkind = \"broker_faults\"\nwriters = {}\nfault_at = \"1s\"\nlistener = \"sasl_ssl\"\n",
+            "t",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("scenario f") && e.to_string().contains("listener"),
+            "{e}"
+        );
+        let e = ScenarioFile::parse(
+            "[scenario.g]\nkind = \"drain\"\nbacklog = { rows = 10, keys = 1 }\nlistener = \"ssl\"\n",
+            "t",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("sasl_ssl"), "{e}");
     }
 
     #[test]

@@ -80,8 +80,9 @@ impl std::fmt::Debug for BrokerProbe {
 }
 
 impl BrokerProbe {
+    /// With the harvester's `kafka` settings as every other client gets them: secrets given as
+    /// `<property>_file` or `_env` read in (librdkafka knows no such property).
     fn new(h: &Harvester) -> Result<Self> {
-        // The shared `kafka` map as every client takes it: secrets given as `_file`/`_env` read.
         let config = h
             .config()
             .kafka

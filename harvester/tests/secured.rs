@@ -10,6 +10,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::reaper::{Reaper, TempFile};
 use common::World;
 use harvester::config::KafkaConfig;
 use testkit::secured::{SecuredKafka, ADMIN};
@@ -81,6 +82,36 @@ async fn every_secured_listener_harvests_without_loss_or_reorder() {
         report.assert_correct();
         assert_eq!(report.delivered, 200, "{name}");
     }
+}
+
+/// The reaper's readiness probe is a Kafka client of its own: on the SASL_SSL listener with the
+/// password in a file, the reaper starts and `/readyz` answers 200 (the probe once handed
+/// `sasl.password_file` to librdkafka as it was, and the reaper did not start).
+#[tokio::test]
+async fn the_reapers_readiness_probe_reads_the_password_file() {
+    let secured = SecuredKafka::discover().unwrap();
+    let (_, kafka) = ways_in(&secured)
+        .into_iter()
+        .find(|(name, _)| *name == "SASL_SSL SCRAM-SHA-512")
+        .unwrap();
+    let world = World::new("secready", 1).await;
+    world.migrate().await;
+    let mut config = world.config();
+    config.kafka = kafka;
+    config.http.listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let file = TempFile::write(
+        &format!("{}.toml", testkit::names::unique("secready")),
+        &toml::to_string(&config).unwrap(),
+    );
+    let mut reaper = Reaper::spawn("secready", &file).await;
+    // librdkafka's first connection and login: well within the reaper's own connect bound.
+    testkit::wait_for("/readyz answers 200", Duration::from_secs(30), || async {
+        reaper.get("/readyz").await.0 == 200
+    })
+    .await
+    .unwrap();
+    reaper.proc.signal(testkit::process::Signal::Term).unwrap();
+    assert!(reaper.proc.wait_exit(Duration::from_secs(20)).is_some());
 }
 
 /// A broker that refuses the TLS handshake or the SASL login, and certificate files that cannot

@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use testkit::verify::ClientSettings;
 use testkit::Broker;
 use tokio_util::sync::CancellationToken;
 use workloads::prefill::{prefill, Backlog};
@@ -42,7 +43,7 @@ use crate::fleet::Fleet;
 use crate::pg::{self, PrivateCluster};
 use crate::receipts::Receiver;
 use crate::report::{Drain, DrainEnd, Failover, RunResult, Verdict};
-use crate::scenario::{Base, Kind, Scenario};
+use crate::scenario::{Base, Kind, Listener, Scenario};
 use crate::BenchError;
 use faults::Event;
 use harvester::store::OutboxMode;
@@ -61,6 +62,28 @@ pub struct Bench {
     pub extra: Vec<(String, String)>,
     /// Port of the bench's own Postgres for `pg-restart`.
     pub private_pg_port: u16,
+    /// The run's broker's SASL_SSL listener, for scenarios with `listener = "sasl_ssl"`, or why
+    /// it has none (said when such a scenario runs).
+    pub sasl_ssl: Result<ClientSettings, String>,
+}
+
+impl Bench {
+    /// How every Kafka client of scenario `name` reaches `broker` (the run's, or a mock cluster
+    /// of the scenario's own): through the scenario's listener.
+    pub fn client(
+        &self,
+        name: &str,
+        scenario: &Scenario,
+        broker: &Broker,
+    ) -> Result<ClientSettings, BenchError> {
+        match scenario.listener {
+            Listener::Plaintext => Ok(ClientSettings::plaintext(broker.bootstrap())),
+            Listener::SaslSsl => self.sasl_ssl.clone().map_err(|why| BenchError::Scenario {
+                scenario: name.to_owned(),
+                message: format!("listener = \"sasl_ssl\": {why}"),
+            }),
+        }
+    }
 }
 
 /// Sleeps until `at` (no-op when past).
@@ -166,6 +189,7 @@ pub async fn run(
                 OutboxMode::MarkPurge
             }
         });
+    let client = bench.client(name, scenario, &broker)?;
     let ground = Ground::new(&url, &broker, topic.partitions, writers_n + 4, mode).await?;
     let case = Case {
         label: &label,
@@ -173,6 +197,7 @@ pub async fn run(
         keys,
         run_id: &run_id,
         topic,
+        client,
     };
     let outcome = run_on(bench, case, &ground, &broker, cluster.as_ref()).await;
     ground.drop_topics(&broker).await;
@@ -208,6 +233,8 @@ struct Case<'a> {
     keys: Option<u32>,
     run_id: &'a str,
     topic: sizing::TopicSizing,
+    /// How the harvesters and the verifier reach the broker (the scenario's listener).
+    client: ClientSettings,
 }
 
 /// What a drain watches: the verifier's reads, or (a backlog verified after its drain) the
@@ -307,15 +334,14 @@ async fn drain(
 /// Reads the whole topic once the drain is over (see [`crate::scenario::VerifyWhen`]): starts
 /// the verifier and waits while it makes progress until it reached the log end.
 async fn verify_after(
-    bootstrap: &str,
+    client: &ClientSettings,
     topic: &str,
     partitions: i32,
     run_id: &str,
     no_progress: Duration,
 ) -> Result<Receiver, BenchError> {
-    let end =
-        tokio::task::block_in_place(|| crate::receipts::log_end(bootstrap, topic, partitions))?;
-    let receiver = Receiver::start(bootstrap, topic, partitions, run_id)?;
+    let end = tokio::task::block_in_place(|| crate::receipts::log_end(client, topic, partitions))?;
+    let receiver = Receiver::start(client, topic, partitions, run_id)?;
     let bar = ProgressBar::new(end).with_message("verifying");
     bar.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} offsets read ({per_sec})")
@@ -348,18 +374,14 @@ async fn run_on(
         keys,
         run_id,
         topic,
+        client,
     } = case;
     let partitions = topic.partitions;
     let after = topic.verify_after;
     let during = if after {
         None
     } else {
-        Some(Receiver::start(
-            broker.bootstrap(),
-            &ground.topic,
-            partitions,
-            run_id,
-        )?)
+        Some(Receiver::start(&client, &ground.topic, partitions, run_id)?)
     };
     let ledger = Arc::new(Ledger::new());
     if let Some(b) = scenario.backlog {
@@ -435,7 +457,7 @@ async fn run_on(
         Fleet::start(
             scenario.harvesters,
             &bench.reaper,
-            ground.reaper_config(broker.bootstrap())?,
+            ground.reaper_config(&client)?,
             &settings,
         )
     })?;
@@ -592,7 +614,7 @@ async fn run_on(
         ..Default::default()
     };
     let log_records = tokio::task::block_in_place(|| {
-        crate::receipts::log_records(broker.bootstrap(), &ground.topic, partitions)
+        crate::receipts::log_records(&client, &ground.topic, partitions)
     })?;
     // A backlog the broker could not keep whole, verified after its drain, is not read at all:
     // the broker has already deleted what it could not keep, and reading back the rest costs the
@@ -608,7 +630,7 @@ async fn run_on(
         None => {
             let started = Instant::now();
             let r = verify_after(
-                broker.bootstrap(),
+                &client,
                 &ground.topic,
                 partitions,
                 run_id,
@@ -812,6 +834,7 @@ async fn run_on(
         rolling: rolled,
         stages,
         broker_note: None,
+        listener: scenario.listener,
     })
 }
 

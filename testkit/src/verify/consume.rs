@@ -7,15 +7,18 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
-use super::Verifier;
+use super::{ClientSettings, Verifier};
 use crate::{envelope, TestkitError};
 
 /// What to read and for how long.
 #[derive(Debug, Clone)]
 pub struct ConsumeOptions {
     pub bootstrap: String,
+    /// Further librdkafka properties, secrets as `<property>_file` (see [`ClientSettings`]).
+    /// Default: none (the plaintext listener).
+    pub properties: Vec<(String, String)>,
     pub topics: Vec<String>,
     /// Only records whose `x-run` header equals this count; others are "foreign".
     pub run: String,
@@ -29,11 +32,19 @@ impl ConsumeOptions {
     pub fn new(bootstrap: &str, topics: &[&str], run: &str) -> Self {
         ConsumeOptions {
             bootstrap: bootstrap.to_owned(),
+            properties: Vec::new(),
             topics: topics.iter().map(|t| (*t).to_owned()).collect(),
             run: run.to_owned(),
             timeout: Duration::from_secs(60),
             settle: Duration::from_millis(500),
         }
+    }
+
+    /// These options reading through `client` (its bootstrap and properties).
+    pub fn through(mut self, client: &ClientSettings) -> Self {
+        self.bootstrap.clone_from(&client.bootstrap);
+        self.properties.clone_from(&client.properties);
+        self
     }
 }
 
@@ -60,13 +71,16 @@ fn consume_blocking<F>(
 where
     F: FnMut(&str, &[u8], u64),
 {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &options.bootstrap)
-        .set("group.id", crate::names::unique("verifier"))
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "false")
-        .set("fetch.wait.max.ms", "50")
-        .create()?;
+    let consumer: BaseConsumer = ClientSettings {
+        bootstrap: options.bootstrap.clone(),
+        properties: options.properties.clone(),
+    }
+    .client_config()?
+    .set("group.id", crate::names::unique("verifier"))
+    .set("enable.auto.commit", "false")
+    .set("enable.partition.eof", "false")
+    .set("fetch.wait.max.ms", "50")
+    .create()?;
     let mut assignment = TopicPartitionList::new();
     for topic in &options.topics {
         let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;

@@ -1,7 +1,7 @@
 //! The verifying consumer: did every committed record arrive, once, in per-key order?
 //!
 //! [`Verifier`] is pure bookkeeping (unit-tested against injected loss, duplication and
-//! reordering); [`consume`] feeds it from Kafka. A record is identified by (topic, key, seq) and
+//! reordering); [`consume`] feeds it from Kafka, through any listener ([`ClientSettings`]). A record is identified by (topic, key, seq) and
 //! belongs to a run through its `x-run` header, so several runs can share a topic.
 //!
 //! Definitions, per (topic, key):
@@ -15,12 +15,14 @@
 //! - **unexpected**: delivered for this run but never expected (e.g. a rolled-back row).
 
 mod aborted;
+mod client;
 mod consume;
 
 use std::collections::HashMap;
 use std::fmt;
 
 pub use aborted::{probe_aborted, AbortedProbe};
+pub use client::{ClientSettings, SASL_SSL_MECHANISM};
 pub use consume::{consume, ConsumeOptions};
 
 /// At most this many examples are kept per category.

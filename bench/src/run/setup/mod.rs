@@ -16,6 +16,7 @@ use harvester::store::mariadb::MariaDbStore;
 use harvester::store::postgres::PgStore;
 use harvester::store::{OutboxMode, OutboxStore};
 use harvester::Config;
+use testkit::verify::ClientSettings;
 use testkit::{names, Broker};
 use workloads::{Backend, Db};
 
@@ -95,9 +96,15 @@ impl Ground {
     /// The reaper config file for this ground: a [`Config`] with the library's defaults for
     /// this ground's broker, group, database and table (HTTP on a free port), serialised, so the
     /// file says exactly what the library would do; scenario settings go on top with `--set`.
-    pub fn reaper_config(&self, bootstrap: &str) -> Result<PathBuf, BenchError> {
+    /// Every Kafka client of the harvesters reaches the broker through `client` (its
+    /// properties under `kafka`, a password as the file naming it: the file holds no secret).
+    pub fn reaper_config(&self, client: &ClientSettings) -> Result<PathBuf, BenchError> {
+        let kafka = client.properties.iter().fold(
+            KafkaConfig::with_bootstrap(&client.bootstrap),
+            |k, (p, v)| k.set(p, v.clone()),
+        );
         let config = Config {
-            kafka: KafkaConfig::with_bootstrap(bootstrap),
+            kafka,
             leader: NeliConfig {
                 group_id: Some(self.group.clone()),
                 ..Default::default()
