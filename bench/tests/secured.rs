@@ -11,10 +11,10 @@ use std::process::{Command, Output};
 
 use testkit::secured::{SecuredKafka, ADMIN};
 
-/// `BENCH_TEST_REAPER` if set (a target directory shared by several checkouts holds whichever
+/// `REAPER_BIN` if set (a target directory shared by several checkouts holds whichever
 /// `reaper` was built last), else the workspace's, next to this test.
 fn reaper() -> PathBuf {
-    if let Some(path) = std::env::var_os("BENCH_TEST_REAPER") {
+    if let Some(path) = std::env::var_os("REAPER_BIN") {
         return path.into();
     }
     // target/<profile>/deps/secured-<hash> -> target/<profile>/reaper (built by the workspace).
