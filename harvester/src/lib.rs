@@ -54,9 +54,10 @@
 //! - **Observability** ([`metrics`], [`http`]): Prometheus metrics whose names are defined once
 //!   in [`metrics::names`], and an HTTP endpoint with `/metrics`, `/healthz`, `/readyz` and
 //!   `/leader` that embedders and the `reaper` sidecar serve alike.
-//! - **Leaves** ([`kafka`], [`secret`], `hash`, the error type): imported by the rest, importing none of
-//!   it. No two modules import each other, directly or around a circle (`tests/architecture.rs`
-//!   checks it).
+//! - **Leaves** ([`secret`]: passwords from files or the environment, never printed; [`kafka`]:
+//!   client settings and reachability, on top of `secret`; `hash`; the error type): imported by
+//!   the rest, importing nothing else. No two modules import each other, directly or around a
+//!   circle (`tests/architecture.rs` checks it).
 //!
 //! Correctness comes first: zero lost, zero reordered per key; duplicates happen only for records
 //! whose acknowledgement or purge was lost to a failure, at most one per key per failure.
