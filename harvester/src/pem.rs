@@ -45,11 +45,19 @@ mod tests {
         let der = dir.join("ca.der");
         std::fs::write(&der, [0x30u8, 0x82, 0x01]).unwrap();
         let pem = dir.join("ca.pem");
-        std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n").unwrap();
-        assert!(pem_problem(&der, "CA certificate").unwrap().contains("no PEM"));
-        assert!(pem_problem(Path::new("/nonexistent/ca.pem"), "CA certificate")
+        std::fs::write(
+            &pem,
+            "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        assert!(pem_problem(&der, "CA certificate")
             .unwrap()
-            .contains("/nonexistent/ca.pem"));
+            .contains("no PEM"));
+        assert!(
+            pem_problem(Path::new("/nonexistent/ca.pem"), "CA certificate")
+                .unwrap()
+                .contains("/nonexistent/ca.pem")
+        );
         assert!(pem_problem(&pem, "CA certificate").is_none());
         assert!(read_pem(&pem, "CA certificate").is_ok());
         std::fs::remove_dir_all(&dir).unwrap();

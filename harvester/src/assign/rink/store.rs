@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
-    WatchOptions, WatchStream,
+    Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+    WatchStream,
 };
 use serde::{Deserialize, Serialize};
 

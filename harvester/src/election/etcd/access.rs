@@ -83,7 +83,10 @@ pub(crate) fn access_problems(
     match (&access.user, &access.password) {
         (Some(user), Some(password)) => {
             if user.trim().is_empty() || user.contains(char::is_whitespace) {
-                problem("user", "is blank or holds whitespace; give an etcd user name".into());
+                problem(
+                    "user",
+                    "is blank or holds whitespace; give an etcd user name".into(),
+                );
             }
             if let Some(p) = password.problem() {
                 problem("password", p);
@@ -94,7 +97,10 @@ pub(crate) fn access_problems(
             "is missing: user is set; give the password as { file = \"...\" } or { env = \"...\" }"
                 .into(),
         ),
-        (None, Some(_)) => problem("user", "is missing: password is set; name the etcd user".into()),
+        (None, Some(_)) => problem(
+            "user",
+            "is missing: password is set; name the etcd user".into(),
+        ),
         (None, None) => {}
     }
 }
@@ -120,8 +126,14 @@ fn tls_problems(tls: &EtcdTls, problem: &mut impl FnMut(&str, String)) {
                 problem("tls.key", p);
             }
         }
-        (Some(_), None) => problem("tls.key", "is missing: tls.cert is set; name its key's PEM file".into()),
-        (None, Some(_)) => problem("tls.cert", "is missing: tls.key is set; name the certificate's PEM file".into()),
+        (Some(_), None) => problem(
+            "tls.key",
+            "is missing: tls.cert is set; name its key's PEM file".into(),
+        ),
+        (None, Some(_)) => problem(
+            "tls.cert",
+            "is missing: tls.key is set; name the certificate's PEM file".into(),
+        ),
         (None, None) => {}
     }
 }
@@ -146,9 +158,7 @@ fn options(access: &Access, field: &str) -> Result<ConnectOptions> {
         options = options.with_tls(t);
     }
     if let (Some(user), Some(password)) = (&access.user, &access.password) {
-        let password = password
-            .read()
-            .map_err(|m| invalid(field, "password", m))?;
+        let password = password.read().map_err(|m| invalid(field, "password", m))?;
         // The token etcd hands out expires (5 min by default): log in again when it does.
         options = options
             .with_user(user.clone(), password)
@@ -192,7 +202,9 @@ pub(crate) fn refusal(access: &Access, field: &str, e: &Error) -> Option<ConfigP
         .and_then(|t| t.ca.as_deref())
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let (name, fix) = if lower.contains("unknownissuer") || lower.contains("invalid peer certificate") {
+    let (name, fix) = if lower.contains("unknownissuer")
+        || lower.contains("invalid peer certificate")
+    {
         (
             "tls.ca",
             format!("the server's certificate is not trusted by the CA in {ca:?}; name the CA that signed it"),
@@ -200,21 +212,32 @@ pub(crate) fn refusal(access: &Access, field: &str, e: &Error) -> Option<ConfigP
     } else if lower.contains("certificaterequired") || lower.contains("certificate required") {
         (
             "tls.cert",
-            "the server wants a client certificate (--client-cert-auth); set tls.cert and tls.key".into(),
+            "the server wants a client certificate (--client-cert-auth); set tls.cert and tls.key"
+                .into(),
         )
-    } else if lower.contains("badcertificate") || lower.contains("unknownca") || lower.contains("bad certificate") {
+    } else if lower.contains("badcertificate")
+        || lower.contains("unknownca")
+        || lower.contains("bad certificate")
+    {
         (
             "tls.cert",
-            "the server refused the client certificate; give one signed by its --trusted-ca-file".into(),
+            "the server refused the client certificate; give one signed by its --trusted-ca-file"
+                .into(),
         )
     } else if lower.contains("invalidcontenttype") || lower.contains("corrupt message") {
         (
             "endpoints",
             "the server does not speak TLS there; use http:// and no tls, or the cluster's TLS port".into(),
         )
-    } else if lower.contains("authentication failed") || lower.contains("invalid user id or password") {
+    } else if lower.contains("authentication failed")
+        || lower.contains("invalid user id or password")
+    {
         (
-            if access.has_login() { "password" } else { "user" },
+            if access.has_login() {
+                "password"
+            } else {
+                "user"
+            },
             "etcd refused the login (authentication failed, invalid user or password)".into(),
         )
     } else if lower.contains("user name is empty") || lower.contains("invalid auth token") {
@@ -230,7 +253,10 @@ pub(crate) fn refusal(access: &Access, field: &str, e: &Error) -> Option<ConfigP
     } else {
         return None;
     };
-    Some(ConfigProblem::new(format!("{field}.{name}"), format!("{fix}: {text}")))
+    Some(ConfigProblem::new(
+        format!("{field}.{name}"),
+        format!("{fix}: {text}"),
+    ))
 }
 
 #[cfg(test)]
@@ -240,7 +266,9 @@ mod tests {
     fn problems(endpoints: &[&str], access: &Access) -> Vec<(String, String)> {
         let endpoints: Vec<String> = endpoints.iter().map(|e| e.to_string()).collect();
         let mut out = Vec::new();
-        access_problems(&endpoints, access, &mut |n: &str, m: String| out.push((n.to_owned(), m)));
+        access_problems(&endpoints, access, &mut |n: &str, m: String| {
+            out.push((n.to_owned(), m))
+        });
         out
     }
 
@@ -293,7 +321,10 @@ mod tests {
         let tls = Error::coordination("etcd", "grant")(etcd_client::Error::InvalidArgs(
             "invalid peer certificate: UnknownIssuer".into(),
         ));
-        assert_eq!(refusal(&access, "leader", &tls).unwrap().field, "leader.tls.ca");
+        assert_eq!(
+            refusal(&access, "leader", &tls).unwrap().field,
+            "leader.tls.ca"
+        );
         let down = Error::coordination("etcd", "grant")(etcd_client::Error::InvalidArgs(
             "connection refused".into(),
         ));

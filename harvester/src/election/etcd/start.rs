@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::campaign::{Campaign, End};
 use super::access::refusal;
+use super::campaign::{Campaign, End};
 use super::keeper::Keeper;
 use super::state::Shared;
 use super::store::{self, Candidacy};

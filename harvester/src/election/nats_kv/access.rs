@@ -153,18 +153,21 @@ pub(crate) fn refusal(access: &Access, e: &async_nats::ConnectError) -> Option<C
             access.login_field(),
             "the server refused the login (authorization violation); check the credentials",
         ),
-        ConnectErrorKind::Tls if lower.contains("unknownissuer") || lower.contains("invalid peer certificate") => (
-            "tls.ca",
-            "the server's certificate is not signed by a trusted CA; name its CA in tls.ca",
-        ),
+        ConnectErrorKind::Tls
+            if lower.contains("unknownissuer") || lower.contains("invalid peer certificate") =>
+        {
+            (
+                "tls.ca",
+                "the server's certificate is not signed by a trusted CA; name its CA in tls.ca",
+            )
+        }
         ConnectErrorKind::Tls if lower.contains("certificate") && lower.contains("key") => (
             "tls.cert",
             "the client certificate or its key cannot be used",
         ),
-        ConnectErrorKind::Tls if lower.contains("root") || lower.contains("ca") => (
-            "tls.ca",
-            "the CA certificate cannot be used",
-        ),
+        ConnectErrorKind::Tls if lower.contains("root") || lower.contains("ca") => {
+            ("tls.ca", "the CA certificate cannot be used")
+        }
         ConnectErrorKind::Tls => ("tls", "the TLS handshake failed"),
         _ => return None,
     };
