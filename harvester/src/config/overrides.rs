@@ -60,6 +60,7 @@ impl Config {
             }
         }
         let mut touched = Vec::new();
+        let mut unset = Vec::new();
         for (path, raw) in overrides {
             let segments = split_path(path);
             if segments.is_empty() {
@@ -69,7 +70,7 @@ impl Config {
                 Ok(v @ (Value::Number(_) | Value::Bool(_) | Value::Null | Value::Array(_))) => v,
                 _ => Value::String(raw.to_owned()),
             };
-            set(&mut tree, &segments, value, path)?;
+            set(&mut tree, &segments, value, path, &mut unset)?;
             touched.push(path.to_owned());
         }
         serde_json::from_value(tree)
@@ -129,16 +130,26 @@ fn split_path(path: &str) -> Vec<String> {
     out
 }
 
-fn set(tree: &mut Value, segments: &[String], value: Value, path: &str) -> crate::Result<()> {
+/// Sets `segments` to `value`. A section that was unset (null, e.g. `leader.tls`) lists no
+/// fields to check against: `unset` remembers the ones overrides filled in, whose keys are
+/// checked when the config is read back (`deny_unknown_fields`).
+fn set(
+    tree: &mut Value,
+    segments: &[String],
+    value: Value,
+    path: &str,
+    unset: &mut Vec<Vec<String>>,
+) -> crate::Result<()> {
     let mut node = tree;
     for (i, seg) in segments.iter().enumerate() {
+        let was_unset = unset.iter().any(|u| u.as_slice() == &segments[..i]);
         let last = i + 1 == segments.len();
         let map = node
             .as_object_mut()
             .ok_or_else(|| invalid(path, format!("`{seg}` is below a value, not a section")))?;
         // Kafka properties are free-form; every other section's fields are fixed.
         let free_form = i == 1 && FREE_FORM.contains(&segments[0].as_str());
-        if !free_form && !map.contains_key(seg.as_str()) {
+        if !free_form && !was_unset && !map.contains_key(seg.as_str()) {
             let known: Vec<&str> = map.keys().map(String::as_str).collect();
             return Err(invalid(
                 path,
@@ -158,6 +169,7 @@ fn set(tree: &mut Value, segments: &[String], value: Value, path: &str) -> crate
         node = map.entry(seg.clone()).or_insert(Value::Null);
         if node.is_null() {
             *node = Value::Object(serde_json::Map::new());
+            unset.push(segments[..=i].to_vec());
         }
     }
     Ok(())

@@ -24,13 +24,13 @@ pub struct RinkConfig {
     /// bare `host:port`, one per member. Default `["http://127.0.0.1:2379"]`.
     pub endpoints: Vec<String>,
     /// TLS, as for the etcd elector ([`EtcdTls`]): `{ ca, cert, key }`. Default none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub tls: Option<EtcdTls>,
     /// The etcd user (its role needs readwrite on the prefix). Default none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub user: Option<String>,
     /// The user's password ([`Secret`]). Never printed. Default none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub password: Option<Secret>,
     /// The rink's key prefix: members of one group share it (`{prefix}/members/`,
     /// `{prefix}/applied/`, `{prefix}/state`). Default `/harvester/rink/<group>`, the group

@@ -24,15 +24,15 @@ pub struct EtcdConfig {
     pub endpoints: Vec<String>,
     /// TLS: `{ ca = "ca.pem" }`, plus `cert` and `key` for a cluster that checks client
     /// certificates. Required for `https://` endpoints. Default none (plain http).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub tls: Option<EtcdTls>,
     /// The etcd user, for a cluster with authentication enabled; its role needs readwrite on
     /// the prefix. Default none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub user: Option<String>,
     /// The user's password: `{ file = "..." }`, `{ env = "..." }` or `{ value = "..." }`.
     /// Never printed. Default none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub password: Option<Secret>,
     /// The election prefix: contenders of one application share it, each candidacy is a key
     /// under `{prefix}/`. Default `/harvester/election/<binary name>` (characters outside

@@ -21,21 +21,21 @@ pub struct NatsKvConfig {
     pub url: String,
     /// TLS: `{ ca = "ca.pem" }` (plus `cert` and `key` for servers that verify clients);
     /// setting it requires TLS of the server. Default none (TLS only for `tls://` URLs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub tls: Option<NatsTls>,
     /// The user to log in as, with `password`. At most one of user/password, `token` and
     /// `credentials_file`. Default none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub user: Option<String>,
     /// The user's password: `{ file = "..." }`, `{ env = "..." }` or `{ value = "..." }`.
     /// Never printed. Default none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub password: Option<Secret>,
     /// A token to log in with (a [`Secret`], never printed). Default none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub token: Option<Secret>,
     /// A `.creds` file (a user JWT and its NKey seed) to log in with. Default none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub credentials_file: Option<std::path::PathBuf>,
     /// KV bucket holding the election key. Default `harvester_election`.
     pub bucket: String,

@@ -72,7 +72,7 @@ pub struct ZooKeeperConfig {
     /// Digest authentication, `{ user = "...", password = { file = "..." } }` ([`ZkAuth`]):
     /// the election node and candidacies are then created with the ACL creator-all. Default
     /// none (open ACL).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub auth: Option<ZkAuth>,
 }
 
