@@ -148,17 +148,27 @@ pub(crate) async fn apply(
 pub(crate) fn refusal(access: &Access, e: &async_nats::ConnectError) -> Option<ConfigProblem> {
     let text = crate::error::chain(e);
     let lower = text.to_lowercase();
+    // The handshake's failures come as TLS or I/O errors, told apart by rustls's words.
+    let tls_error = matches!(e.kind(), ConnectErrorKind::Tls | ConnectErrorKind::Io);
     let (name, fix) = match e.kind() {
         ConnectErrorKind::AuthorizationViolation | ConnectErrorKind::Authentication => (
             access.login_field(),
             "the server refused the login (authorization violation); check the credentials",
         ),
-        ConnectErrorKind::Tls
-            if lower.contains("unknownissuer") || lower.contains("invalid peer certificate") =>
+        _ if tls_error
+            && (lower.contains("unknownissuer") || lower.contains("invalid peer certificate")) =>
         {
             (
                 "tls.ca",
                 "the server's certificate is not signed by a trusted CA; name its CA in tls.ca",
+            )
+        }
+        _ if tls_error
+            && (lower.contains("certificaterequired") || lower.contains("badcertificate")) =>
+        {
+            (
+                "tls.cert",
+                "the server refused the client certificate (or wants one); set tls.cert and tls.key",
             )
         }
         ConnectErrorKind::Tls if lower.contains("certificate") && lower.contains("key") => (
