@@ -208,6 +208,35 @@ mod tests {
         assert_eq!(c.producer_kafka.get("linger.ms"), Some("20"));
     }
 
+    #[test]
+    #[cfg(feature = "etcd")]
+    fn an_unset_section_is_filled_field_by_field() {
+        let c = Config::default()
+            .with_overrides([
+                ("leader.kind", "etcd"),
+                ("leader.tls.ca", "/tls/ca.pem"),
+                ("leader.tls.cert", "/tls/client.pem"),
+                ("leader.password.file", "/run/pw"),
+            ])
+            .unwrap();
+        let LeaderConfig::Etcd(e) = &c.leader else {
+            panic!("{:?}", c.leader)
+        };
+        let tls = e.tls.as_ref().unwrap();
+        assert_eq!(tls.ca.as_deref(), Some(std::path::Path::new("/tls/ca.pem")));
+        assert_eq!(
+            tls.cert.as_deref(),
+            Some(std::path::Path::new("/tls/client.pem"))
+        );
+        assert!(e.password.as_ref().unwrap().file.is_some());
+        // Keys of a filled-in section are still checked, when the config is read back.
+        let bad = Config::default()
+            .with_overrides([("leader.kind", "etcd"), ("leader.tls.bogus", "x")])
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("bogus"), "{bad}");
+    }
+
     #[cfg(feature = "zookeeper")]
     #[test]
     fn a_kind_override_switches_the_elector_in_any_order() {
