@@ -63,7 +63,7 @@ pub(crate) fn access_problems(
     }
     for endpoint in endpoints {
         let endpoint = endpoint.trim();
-        if let Some(p) = super::endpoint_problem(endpoint) {
+        if let Some(p) = endpoint_problem(endpoint) {
             problem("endpoints", p);
         } else if endpoint.starts_with("https://") && access.tls.is_none() {
             problem(
@@ -102,6 +102,35 @@ pub(crate) fn access_problems(
             "is missing: password is set; name the etcd user".into(),
         ),
         (None, None) => {}
+    }
+}
+
+/// What is wrong with one endpoint's form, if anything (whether its scheme fits the TLS
+/// settings is `access::access_problems`'s to say).
+pub(crate) fn endpoint_problem(endpoint: &str) -> Option<String> {
+    let hostport = match endpoint.split_once("://") {
+        Some(("http" | "https", rest)) => rest,
+        Some((scheme, _)) => {
+            return Some(format!(
+                "{endpoint:?} has the scheme {scheme:?}; use http://host:port or https://host:port"
+            ))
+        }
+        None => endpoint,
+    };
+    let hostport = hostport.strip_suffix('/').unwrap_or(hostport);
+    let Some((host, port)) = hostport.rsplit_once(':') else {
+        return Some(format!(
+            "{endpoint:?} has no port; write it as http://host:port, e.g. \"http://{hostport}:2379\""
+        ));
+    };
+    if host.is_empty() || host.contains(['/', ',', ' ', '@']) {
+        return Some(format!(
+            "{endpoint:?} is not http://host:port (one endpoint per entry, no path or credentials)"
+        ));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => None,
+        _ => Some(format!("{endpoint:?} has no valid port (1-65535)")),
     }
 }
 

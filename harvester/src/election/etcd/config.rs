@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(test)]
+use super::access::endpoint_problem;
 use super::access::{access_problems, Access, EtcdTls};
 use crate::election::naming;
 use crate::error::ConfigProblem;
@@ -105,35 +107,6 @@ pub(crate) fn timing_problems(
             "connect_timeout",
             format!("is {ct:?}; use 100ms to 5m (5s is the default)"),
         );
-    }
-}
-
-/// What is wrong with one endpoint's form, if anything (whether its scheme fits the TLS
-/// settings is `access::access_problems`'s to say).
-pub(crate) fn endpoint_problem(endpoint: &str) -> Option<String> {
-    let hostport = match endpoint.split_once("://") {
-        Some(("http" | "https", rest)) => rest,
-        Some((scheme, _)) => {
-            return Some(format!(
-                "{endpoint:?} has the scheme {scheme:?}; use http://host:port or https://host:port"
-            ))
-        }
-        None => endpoint,
-    };
-    let hostport = hostport.strip_suffix('/').unwrap_or(hostport);
-    let Some((host, port)) = hostport.rsplit_once(':') else {
-        return Some(format!(
-            "{endpoint:?} has no port; write it as http://host:port, e.g. \"http://{hostport}:2379\""
-        ));
-    };
-    if host.is_empty() || host.contains(['/', ',', ' ', '@']) {
-        return Some(format!(
-            "{endpoint:?} is not http://host:port (one endpoint per entry, no path or credentials)"
-        ));
-    }
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 => None,
-        _ => Some(format!("{endpoint:?} has no valid port (1-65535)")),
     }
 }
 

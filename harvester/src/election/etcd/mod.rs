@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) use access::{access_problems, connect, refusal};
 pub use access::{Access, EtcdTls};
-pub(crate) use config::{endpoint_problem, timing_problems};
+pub(crate) use config::timing_problems;
 pub use config::{EtcdConfig, Resolved};
 
 use super::{Elector, ElectorState, EventStream, Term};
