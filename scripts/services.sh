@@ -186,6 +186,103 @@ private_etcd() {
 }
 
 # mariadb_ok mysql://USER@HOST:PORT/DB: a query answers.
+# The TLS material of a secured private server: DIR/tls if the caller wrote one there
+# (testkit::tls::write_material), else the shared set under .state/tls.
+secured_tls_dir() { # secured_tls_dir DIR
+  if [ -f "$1/tls/ca.pem" ]; then echo "$1/tls"; else echo "$STATE/tls"; fi
+}
+
+# A random password (hex), written once to FILE (0600) and reused on a restart.
+secured_password() { # secured_password FILE
+  if [ ! -s "$1" ]; then
+    (umask 077; od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > "$1")
+  fi
+}
+
+# private_etcd_tls up|down DIR PORT: a one-member etcd serving clients over TLS on
+# https://127.0.0.1:PORT, requiring client certificates (--client-cert-auth) and with
+# authentication enabled: root, and the user harvester whose role may read and write under
+# /harvester/ and /conformance/. Passwords in DIR/root.password and DIR/harvester.password
+# (0600).
+private_etcd_tls() {
+  local action=$1 dir=$2 port=$3
+  local url=https://127.0.0.1:$port peer=http://127.0.0.1:$((port + 10))
+  case "$action" in
+    up)
+      command -v etcd >/dev/null 2>&1 || apt_install etcd-server
+      command -v etcdctl >/dev/null 2>&1 || apt_install etcd-client
+      mkdir -p "$dir"
+      local tls; tls=$(secured_tls_dir "$dir")
+      secured_password "$dir/root.password"
+      secured_password "$dir/harvester.password"
+      local ctl=(env ETCDCTL_API=3 etcdctl --endpoints "$url" --cacert "$tls/ca.pem"
+        --cert "$tls/client.pem" --key "$tls/client.key" --dial-timeout 2s --command-timeout 5s)
+      if ! "${ctl[@]}" endpoint health >/dev/null 2>&1; then
+        start_daemon "etcd tls ($port)" "$dir/pid" "$dir/etcd.log" \
+          etcd --name harvest --data-dir "$dir/data" \
+          --listen-client-urls "$url" --advertise-client-urls "$url" \
+          --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+          --initial-cluster "harvest=$peer" \
+          --cert-file "$tls/server.pem" --key-file "$tls/server.key" \
+          --trusted-ca-file "$tls/ca.pem" --client-cert-auth
+        wait_until 30 "${ctl[@]}" endpoint health >/dev/null 2>&1 \
+          || { say "etcd (tls) did not come up; see $dir/etcd.log"; tail -20 "$dir/etcd.log" >&2; exit 1; }
+      fi
+      if [ ! -f "$dir/auth.enabled" ]; then
+        local root harvester
+        root=$(cat "$dir/root.password"); harvester=$(cat "$dir/harvester.password")
+        {
+          "${ctl[@]}" user add "root:$root"
+          "${ctl[@]}" user grant-role root root
+          "${ctl[@]}" role add harvester
+          "${ctl[@]}" role grant-permission harvester --prefix=true readwrite /harvester/
+          "${ctl[@]}" role grant-permission harvester --prefix=true readwrite /conformance/
+          "${ctl[@]}" user add "harvester:$harvester"
+          "${ctl[@]}" user grant-role harvester harvester
+          "${ctl[@]}" auth enable
+        } >"$dir/auth.log" 2>&1 || { say "etcd (tls): enabling auth failed"; cat "$dir/auth.log" >&2; exit 1; }
+        touch "$dir/auth.enabled"
+      fi
+      echo "$url" ;;
+    down) stop_daemon "etcd tls ($port)" "$dir/pid" ;;
+  esac
+}
+
+# private_nats_tls up|down DIR PORT: nats-server with JetStream on 127.0.0.1:PORT, TLS only
+# (clients verified against the CA when they present a certificate), and one user, harvester,
+# whose password is in DIR/harvester.password (0600).
+private_nats_tls() {
+  local action=$1 dir=$2 port=$3
+  case "$action" in
+    up)
+      command -v nats-server >/dev/null 2>&1 || apt_install nats-server
+      mkdir -p "$dir"
+      local tls; tls=$(secured_tls_dir "$dir")
+      secured_password "$dir/harvester.password"
+      if ! port_open "$port"; then
+        (umask 077; cat > "$dir/nats.conf" <<CFG
+listen: 127.0.0.1:$port
+jetstream { store_dir: "$dir/js" }
+tls {
+  cert_file: "$tls/server.pem"
+  key_file: "$tls/server.key"
+  ca_file: "$tls/ca.pem"
+  timeout: 2
+}
+authorization {
+  users = [ { user: harvester, password: "$(cat "$dir/harvester.password")" } ]
+}
+CFG
+        )
+        start_daemon "nats tls ($port)" "$dir/pid" "$dir/nats.log" nats-server -c "$dir/nats.conf"
+        wait_until 20 nats_has_jetstream "127.0.0.1:$port" \
+          || { say "nats (tls) did not come up; see $dir/nats.log"; cat "$dir/nats.log" >&2; exit 1; }
+      fi
+      echo "tls://127.0.0.1:$port" ;;
+    down) stop_daemon "nats tls ($port)" "$dir/pid" ;;
+  esac
+}
+
 mariadb_ok() {
   local rest=${1#*://} user host port db
   user=${rest%%@*}; rest=${rest#*@}; db=${rest#*/}; rest=${rest%%/*}
@@ -750,8 +847,10 @@ case "${1:-}" in
   private-nats) private_nats "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
   private-zookeeper) private_zookeeper "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
   private-etcd) private_etcd "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
+  private-etcd-tls) private_etcd_tls "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
+  private-nats-tls) private_nats_tls "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
   private-mariadb) private_mariadb "${2:?up|down}" "${3:?data dir}" "${4:?port}" ;;
   private-kafka) private_kafka "${2:?up|down}" "${3:?data dir}" "${4:-}" "${5:-1}" ;;
   env) [ -f "$ENV_FILE" ] && cat "$ENV_FILE" || { say "not up; run: $0 up"; exit 1; } ;;
-  *) echo "usage: $0 up [--kafka-cluster N] [--with tansu]|down|env|tools|private up|restart|down DIR PORT|private-nats|private-zookeeper|private-etcd|private-mariadb|private-kafka up|down DIR PORT" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--kafka-cluster N] [--with tansu]|down|env|tools|private up|restart|down DIR PORT|private-nats|private-zookeeper|private-etcd|private-etcd-tls|private-nats-tls|private-mariadb|private-kafka up|down DIR PORT" >&2; exit 2 ;;
 esac

@@ -113,6 +113,7 @@
 mod base64;
 mod error;
 mod hash;
+mod pem;
 
 pub mod assign;
 pub mod config;

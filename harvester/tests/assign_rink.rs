@@ -123,6 +123,7 @@ impl Rig {
             buckets: B,
             revoke_timeout: Some(Duration::from_secs(3)),
             connect_timeout: Duration::from_secs(5),
+            ..RinkConfig::default()
         }
     }
 
@@ -679,4 +680,94 @@ async fn a_stalled_member_whose_lease_is_revoked_keeps_its_buckets_from_others_u
     rig.converge(&["m1", "m2", "m3"], Duration::from_secs(10))
         .await;
     rig.finish().await; // fails if m3 still owned them when the others took them
+}
+
+/// Rink over a secured etcd (TLS with client certificates, authentication on, the user
+/// `harvester` whose role may write under `/harvester/`): a member starts with the same access
+/// settings as the etcd elector and owns every bucket; a wrong password fails the start within
+/// connect_timeout plus 2 s (slack), naming `leader.password` and printing neither password.
+#[tokio::test]
+async fn a_member_over_tls_with_a_login_owns_the_buckets_and_a_wrong_password_is_named() {
+    use harvester::election::etcd::EtcdTls;
+    use harvester::secret::Secret;
+    use testkit::coord::{PrivateServer, Server};
+    use testkit::tls::files;
+
+    let server = tokio::task::spawn_blocking(|| PrivateServer::start(Server::EtcdTls))
+        .await
+        .unwrap()
+        .expect("a secured etcd");
+    let tls = server.tls_dir();
+    let password = std::fs::read_to_string(server.password_file("harvester")).unwrap();
+    let config = RinkConfig {
+        endpoints: vec![server.address().to_owned()],
+        tls: Some(EtcdTls {
+            ca: Some(tls.join(files::CA)),
+            cert: Some(tls.join(files::CLIENT_CERT)),
+            key: Some(tls.join(files::CLIENT_KEY)),
+        }),
+        user: Some("harvester".into()),
+        password: Some(Secret::from_file(server.password_file("harvester"))),
+        prefix: Some(format!("/harvester/rink/{}", names::unique("tls"))),
+        name: Some("m1".into()),
+        ttl: TTL,
+        rebalance_delay: Duration::ZERO,
+        buckets: B,
+        revoke_timeout: Some(Duration::from_secs(3)),
+        connect_timeout: Duration::from_secs(5),
+    };
+    let rink = Arc::new(
+        Rink::start(&config)
+            .await
+            .expect("a member over TLS starts"),
+    );
+    let mut events = rink.take_events().expect("the events");
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if let AssignmentEvent::Revoked { ack, .. } = event {
+                ack.ack();
+            }
+        }
+    });
+    // The lone member is the leader and ranks itself at once (no rebalance delay): all its
+    // buckets within a TTL of starting, plus 2 s of slack.
+    testkit::wait_for("every bucket owned", TTL + Duration::from_secs(2), || {
+        let rink = Arc::clone(&rink);
+        async move { rink.owned().len() == usize::from(B) }
+    })
+    .await
+    .expect("the member owns every bucket");
+    rink.close();
+    tokio::time::timeout(Duration::from_secs(10), rink.closed())
+        .await
+        .expect("closed in time")
+        .expect("closed in order");
+
+    let wrong_password = format!("wrong-{}", names::unique("pw"));
+    let wrong = RinkConfig {
+        name: Some("m2".into()),
+        password: Some(Secret::inline(wrong_password.clone())),
+        connect_timeout: Duration::from_secs(2),
+        ..config.clone()
+    };
+    let started = Instant::now();
+    let error = Rink::start(&wrong)
+        .await
+        .expect_err("a wrong password is refused");
+    let took = started.elapsed();
+    let text = harvester::chain(&error);
+    println!(
+        "wrong password: refused after {} ms: {text}",
+        took.as_millis()
+    );
+    assert!(
+        took < wrong.connect_timeout + Duration::from_secs(2),
+        "{took:?}"
+    );
+    let problems = error.config_problems().expect("a configuration problem");
+    assert_eq!(problems[0].field, "leader.password", "{text}");
+    assert!(
+        !text.contains(password.trim()) && !text.contains(&wrong_password),
+        "{text}"
+    );
 }

@@ -102,6 +102,16 @@ struct Election {
     server: Option<PrivateServer>,
 }
 
+/// The `elector` binary: `HARVEST_ELECTOR_BIN` if set (a target directory shared by several
+/// worktrees uplifts one `debug/elector` for all of them, so a run may name its own build),
+/// else cargo's.
+fn elector_bin() -> String {
+    std::env::var("HARVEST_ELECTOR_BIN")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_elector").to_owned())
+}
+
 fn set(args: &mut Vec<String>, path: &str, value: impl Into<String>) {
     args.push("--set".into());
     args.push(format!("{path}={}", value.into()));
@@ -166,7 +176,7 @@ impl Election {
     }
 
     fn contender(&self, name: &str) -> Observed {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_elector"));
+        let mut cmd = Command::new(elector_bin());
         cmd.arg("run")
             .args(&self.args)
             .args(["--name", name, "--status-interval", "25ms"]);
@@ -317,6 +327,10 @@ fn stop_all(procs: &[&Observed]) {
 
 async fn exactly_one_leader_when_stable(kind: Kind, n: usize) {
     let election = Election::shared(kind).await;
+    exactly_one_leader_in(&election, kind, n).await;
+}
+
+async fn exactly_one_leader_in(election: &Election, kind: Kind, n: usize) {
     let procs: Vec<Observed> = (0..n)
         .map(|i| election.contender(&format!("c{i}")))
         .collect();
@@ -535,15 +549,16 @@ async fn a_stopped_server_fences_the_leader_and_leadership_returns(kind: Kind) {
     stop_all(&procs);
 }
 
-/// `elector run` with bad settings: a non-zero exit within `within`, and stderr naming `field`.
-fn fails_naming(kind: Kind, sets: &[(&str, &str)], field: &str, within: Duration) {
+/// `elector run` with bad settings: a non-zero exit within `within`, and stderr naming `field`
+/// (returned, for further checks).
+fn fails_naming(kind: Kind, sets: &[(&str, &str)], field: &str, within: Duration) -> String {
     let mut args = Vec::new();
     set(&mut args, "leader.kind", kind.name());
     for (path, value) in sets {
         set(&mut args, path, *value);
     }
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_elector"))
+    let mut child = Command::new(elector_bin())
         .arg("run")
         .args(&args)
         .stdout(Stdio::null())
@@ -575,6 +590,7 @@ fn fails_naming(kind: Kind, sets: &[(&str, &str)], field: &str, within: Duration
     assert!(!status.success());
     assert!(stderr.contains(field), "{field} not named in: {stderr}");
     assert!(took < within, "took {took:?}, more than {within:?}");
+    stderr
 }
 
 fn bad_settings_fail_at_start_naming_the_field(kind: Kind) {
@@ -585,12 +601,12 @@ fn bad_settings_fail_at_start_naming_the_field(kind: Kind) {
         Kind::NatsKv | Kind::Etcd => ("leader.ttl", "0s"),
         Kind::ZooKeeper => ("leader.session_timeout", "100ms"),
     };
-    fails_naming(kind, &[ttl_bad], ttl_bad.0, within);
+    let _ = fails_naming(kind, &[ttl_bad], ttl_bad.0, within);
     let closed = "127.0.0.1:9"; // discard port: nothing listens
     match kind {
         Kind::Neli => {}
         Kind::NatsKv => {
-            fails_naming(
+            let _ = fails_naming(
                 kind,
                 &[
                     ("leader.url", &format!("nats://{closed}")),
@@ -601,7 +617,7 @@ fn bad_settings_fail_at_start_naming_the_field(kind: Kind) {
             );
             let url = coord::nats_url();
             let bucket = names::unique("missing").replace('.', "_");
-            fails_naming(
+            let _ = fails_naming(
                 kind,
                 &[
                     ("leader.url", &url),
@@ -613,7 +629,7 @@ fn bad_settings_fail_at_start_naming_the_field(kind: Kind) {
             );
         }
         Kind::ZooKeeper => {
-            fails_naming(
+            let _ = fails_naming(
                 kind,
                 &[
                     ("leader.servers", &format!("[\"{closed}\"]")),
@@ -624,7 +640,7 @@ fn bad_settings_fail_at_start_naming_the_field(kind: Kind) {
             );
             let servers = format!("[\"{}\"]", coord::zookeeper_addr());
             let path = format!("/conformance/{}", names::unique("missing"));
-            fails_naming(
+            let _ = fails_naming(
                 kind,
                 &[
                     ("leader.servers", &servers),
@@ -636,7 +652,7 @@ fn bad_settings_fail_at_start_naming_the_field(kind: Kind) {
             );
         }
         Kind::Etcd => {
-            fails_naming(
+            let _ = fails_naming(
                 kind,
                 &[
                     ("leader.endpoints", &format!("[\"http://{closed}\"]")),
@@ -705,3 +721,274 @@ conformance!(nats_kv, Kind::NatsKv, server_loss: true);
 conformance!(zookeeper, Kind::ZooKeeper, server_loss: true);
 #[cfg(feature = "etcd")]
 conformance!(etcd, Kind::Etcd, server_loss: true);
+
+/// The secured servers: etcd over TLS with client certificates and authentication on, NATS
+/// over TLS with a user, ZooKeeper with digest auth. Each kind leads over the secured
+/// connection (one contender, and exactly one of three), and bad input (a wrong password, an
+/// unknown CA, a CA file that is missing or not PEM) fails `elector run` within its
+/// connect_timeout plus a margin, naming the field, never printing a password.
+#[cfg(all(feature = "nats", feature = "zookeeper", feature = "etcd"))]
+mod secured {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use testkit::tls::files;
+
+    /// An election on a secured server: its settings without and with the security ones.
+    struct Secured {
+        kind: Kind,
+        base: Vec<(String, String)>,
+        secure: Vec<(String, String)>,
+        password: String,
+        /// Files of the test's own (wrong passwords, a non-PEM CA).
+        scratch: PathBuf,
+        tls: PathBuf,
+        _server: Option<PrivateServer>,
+    }
+
+    fn pair(k: &str, v: impl Into<String>) -> (String, String) {
+        (k.to_owned(), v.into())
+    }
+
+    fn shown(path: &Path) -> String {
+        path.display().to_string()
+    }
+
+    impl Secured {
+        async fn start(kind: Kind) -> Secured {
+            let ns = names::unique(&format!("sec{}", kind.name()));
+            let scratch = testkit::state_dir().join("private").join(&ns);
+            std::fs::create_dir_all(&scratch).unwrap();
+            let server = match kind {
+                Kind::Etcd => Some(Server::EtcdTls),
+                Kind::NatsKv => Some(Server::NatsTls),
+                _ => None,
+            };
+            let server = match server {
+                Some(s) => Some(
+                    tokio::task::spawn_blocking(move || PrivateServer::start(s))
+                        .await
+                        .unwrap()
+                        .expect("start a secured private server"),
+                ),
+                None => None,
+            };
+            let tls = match &server {
+                Some(s) => s.tls_dir(),
+                None => scratch.join("tls"),
+            };
+            let ttl = format!("{}s", TTL.as_secs());
+            let (base, secure, password) = match (kind, &server) {
+                (Kind::Etcd, Some(server)) => {
+                    let path = |f: &str| tls.join(f).display().to_string();
+                    let pw = server.password_file("harvester");
+                    (
+                        vec![
+                            pair("leader.endpoints", format!("[\"{}\"]", server.address())),
+                            pair("leader.prefix", format!("/conformance/{ns}")),
+                            pair("leader.ttl", ttl),
+                        ],
+                        vec![
+                            pair("leader.tls.ca", path(files::CA)),
+                            pair("leader.tls.cert", path(files::CLIENT_CERT)),
+                            pair("leader.tls.key", path(files::CLIENT_KEY)),
+                            pair("leader.user", "harvester"),
+                            pair("leader.password.file", pw.display().to_string()),
+                        ],
+                        std::fs::read_to_string(&pw).unwrap(),
+                    )
+                }
+                (Kind::NatsKv, Some(server)) => {
+                    let pw = server.password_file("harvester");
+                    (
+                        vec![
+                            pair("leader.url", server.address()),
+                            pair("leader.bucket", ns.replace('.', "_")),
+                            pair("leader.key", "leader"),
+                            pair("leader.ttl", ttl),
+                            pair("leader.campaign_interval", "200ms"),
+                        ],
+                        vec![
+                            pair("leader.tls.ca", tls.join(files::CA).display().to_string()),
+                            pair("leader.user", "harvester"),
+                            pair("leader.password.file", pw.display().to_string()),
+                        ],
+                        std::fs::read_to_string(&pw).unwrap(),
+                    )
+                }
+                (Kind::ZooKeeper, None) => {
+                    let password = format!("pw-{}", uuid_like());
+                    let pw = scratch.join("zk.password");
+                    std::fs::write(&pw, &password).unwrap();
+                    (
+                        vec![
+                            pair(
+                                "leader.servers",
+                                format!("[\"{}\"]", coord::zookeeper_addr()),
+                            ),
+                            pair("leader.path", format!("/conformance/{ns}")),
+                            pair("leader.session_timeout", ttl),
+                        ],
+                        vec![
+                            pair("leader.auth.user", "harvester"),
+                            pair("leader.auth.password.file", shown(&pw)),
+                        ],
+                        password,
+                    )
+                }
+                _ => unreachable!("no secured server for {}", kind.name()),
+            };
+            Secured {
+                kind,
+                base,
+                secure,
+                password,
+                scratch,
+                tls,
+                _server: server,
+            }
+        }
+
+        fn election(&self) -> Election {
+            let mut args = Vec::new();
+            set(&mut args, "leader.kind", self.kind.name());
+            for (k, v) in self.base.iter().chain(&self.secure) {
+                set(&mut args, k, v.as_str());
+            }
+            Election { args, server: None }
+        }
+
+        /// A file of the test's own holding `content`.
+        fn scratch_file(&self, name: &str, content: &str) -> PathBuf {
+            let path = self.scratch.join(name);
+            std::fs::write(&path, content).unwrap();
+            path
+        }
+
+        /// `elector run` with the secured settings, `changes` replacing (or adding, or with the
+        /// value `-` removing) some, and a 2 s connect_timeout: fails within that plus 6 s (process start-up, slack), naming
+        /// `field`, and prints neither the real password nor `wrong`.
+        fn fails_naming(&self, changes: &[(&str, String)], field: &str, wrong: &str) {
+            let mut sets: Vec<(String, String)> = self
+                .base
+                .iter()
+                .chain(&self.secure)
+                .filter(|(k, _)| !changes.iter().any(|(c, _)| c == k))
+                .cloned()
+                .collect();
+            sets.extend(
+                changes
+                    .iter()
+                    .filter(|(_, v)| v != "-")
+                    .map(|(k, v)| ((*k).to_owned(), v.clone())),
+            );
+            sets.push(pair("leader.connect_timeout", "2s"));
+            let refs: Vec<(&str, &str)> =
+                sets.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let within = Duration::from_secs(2) + Duration::from_secs(6);
+            let stderr = super::fails_naming(self.kind, &refs, field, within);
+            assert!(
+                !stderr.contains(self.password.trim()),
+                "the password is in: {stderr}"
+            );
+            assert!(
+                !stderr.contains(wrong),
+                "the wrong password is in: {stderr}"
+            );
+        }
+    }
+
+    impl Drop for Secured {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.scratch);
+        }
+    }
+
+    fn uuid_like() -> String {
+        names::unique("z").replace('.', "")
+    }
+
+    async fn leads_over_the_secured_connection(kind: Kind) {
+        let secured = Secured::start(kind).await;
+        exactly_one_leader_in(&secured.election(), kind, 1).await;
+        exactly_one_leader_in(&secured.election(), kind, 3).await;
+    }
+
+    /// The bad input every kind shares: a wrong password (`password_field`), and for the TLS
+    /// kinds a CA that did not sign the server's certificate, a missing CA file and one that
+    /// holds no PEM.
+    async fn bad_input_fails_the_start_naming_the_field(kind: Kind) {
+        let secured = Secured::start(kind).await;
+        let wrong = format!("wrong-{}", uuid_like());
+        let wrong_file = secured.scratch_file("wrong.password", &wrong);
+        match kind {
+            Kind::ZooKeeper => {
+                // The node's ACL is the right user's once a contender created it.
+                let election = secured.election();
+                let first = election.contender("c0");
+                wait_leader(&[&first], Duration::from_secs(30)).await;
+                let password = "leader.auth.password.file";
+                secured.fails_naming(
+                    &[(password, shown(&wrong_file))],
+                    "leader.auth.password",
+                    &wrong,
+                );
+                secured.fails_naming(
+                    &[(password, "/nonexistent/zk.password".into())],
+                    "leader.auth.password",
+                    &wrong,
+                );
+                let no_auth = [("leader.auth.user", "-".into()), (password, "-".into())];
+                secured.fails_naming(&no_auth, "leader.auth", &wrong);
+                stop_all(&[&first]);
+                return;
+            }
+            Kind::Etcd | Kind::NatsKv => {}
+            Kind::Neli => unreachable!(),
+        }
+        secured.fails_naming(
+            &[("leader.password.file", shown(&wrong_file))],
+            "leader.password",
+            &wrong,
+        );
+        let not_pem = secured.scratch_file("ca.der", "\u{30}\u{82} not a certificate");
+        let other_ca = secured.tls.join(files::OTHER_CA);
+        for ca in [
+            other_ca.as_path(),
+            Path::new("/nonexistent/ca.pem"),
+            not_pem.as_path(),
+        ] {
+            secured.fails_naming(&[("leader.tls.ca", shown(ca))], "leader.tls.ca", &wrong);
+        }
+        if kind == Kind::Etcd {
+            // The server checks client certificates (--client-cert-auth).
+            let no_client = [
+                ("leader.tls.cert", "-".into()),
+                ("leader.tls.key", "-".into()),
+            ];
+            secured.fails_naming(&no_client, "leader.tls.cert", &wrong);
+        }
+    }
+
+    macro_rules! secured {
+        ($module:ident, $kind:expr) => {
+            mod $module {
+                use super::*;
+
+                #[tokio::test]
+                async fn leads_over_the_secured_connection() {
+                    super::leads_over_the_secured_connection($kind).await;
+                }
+
+                #[tokio::test]
+                async fn bad_input_fails_the_start_naming_the_field() {
+                    super::bad_input_fails_the_start_naming_the_field($kind).await;
+                }
+            }
+        };
+    }
+
+    secured!(etcd, Kind::Etcd);
+    secured!(nats_kv, Kind::NatsKv);
+    secured!(zookeeper, Kind::ZooKeeper);
+}

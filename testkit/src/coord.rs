@@ -50,6 +50,14 @@ pub enum Server {
     Nats,
     ZooKeeper,
     Etcd,
+    /// etcd over TLS with client certificates and authentication on (`https://` address):
+    /// [`tls::files`](crate::tls::files) in [`PrivateServer::tls_dir`], the user `harvester`
+    /// (role readwrite on `/harvester/` and `/conformance/`) with its password in
+    /// [`PrivateServer::password_file`], and `root`.
+    EtcdTls,
+    /// NATS with JetStream, TLS only (`tls://` address), the user `harvester` with its password
+    /// in [`PrivateServer::password_file`].
+    NatsTls,
 }
 
 impl Server {
@@ -58,7 +66,14 @@ impl Server {
             Server::Nats => "private-nats",
             Server::ZooKeeper => "private-zookeeper",
             Server::Etcd => "private-etcd",
+            Server::EtcdTls => "private-etcd-tls",
+            Server::NatsTls => "private-nats-tls",
         }
+    }
+
+    /// Whether it runs with TLS material of its own (written into its dir before start).
+    fn secured(self) -> bool {
+        matches!(self, Server::EtcdTls | Server::NatsTls)
     }
 }
 
@@ -103,6 +118,9 @@ impl PrivateServer {
         let dir = state_dir()
             .join("private")
             .join(names::unique(server.command()));
+        if server.secured() {
+            crate::tls::write_material(&dir.join("tls"))?;
+        }
         let mut s = PrivateServer {
             server,
             dir,
@@ -123,6 +141,17 @@ impl PrivateServer {
     /// Its client address (`nats://...`, `host:port`, `http://...`).
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// Where a secured server's certificates are ([`crate::tls::files`]).
+    pub fn tls_dir(&self) -> PathBuf {
+        self.dir.join("tls")
+    }
+
+    /// The file (0600) holding the password of `user` on a secured server (`harvester`, and
+    /// `root` on etcd).
+    pub fn password_file(&self, user: &str) -> PathBuf {
+        self.dir.join(format!("{user}.password"))
     }
 
     /// Stops the server, keeping its data (as a crash or a maintenance stop would).

@@ -60,6 +60,7 @@ impl Config {
             }
         }
         let mut touched = Vec::new();
+        let mut unset = Vec::new();
         for (path, raw) in overrides {
             let segments = split_path(path);
             if segments.is_empty() {
@@ -69,7 +70,7 @@ impl Config {
                 Ok(v @ (Value::Number(_) | Value::Bool(_) | Value::Null | Value::Array(_))) => v,
                 _ => Value::String(raw.to_owned()),
             };
-            set(&mut tree, &segments, value, path)?;
+            set(&mut tree, &segments, value, path, &mut unset)?;
             touched.push(path.to_owned());
         }
         serde_json::from_value(tree)
@@ -129,16 +130,26 @@ fn split_path(path: &str) -> Vec<String> {
     out
 }
 
-fn set(tree: &mut Value, segments: &[String], value: Value, path: &str) -> crate::Result<()> {
+/// Sets `segments` to `value`. A section that was unset (null, e.g. `leader.tls`) lists no
+/// fields to check against: `unset` remembers the ones overrides filled in, whose keys are
+/// checked when the config is read back (`deny_unknown_fields`).
+fn set(
+    tree: &mut Value,
+    segments: &[String],
+    value: Value,
+    path: &str,
+    unset: &mut Vec<Vec<String>>,
+) -> crate::Result<()> {
     let mut node = tree;
     for (i, seg) in segments.iter().enumerate() {
+        let was_unset = unset.iter().any(|u| u.as_slice() == &segments[..i]);
         let last = i + 1 == segments.len();
         let map = node
             .as_object_mut()
             .ok_or_else(|| invalid(path, format!("`{seg}` is below a value, not a section")))?;
         // Kafka properties are free-form; every other section's fields are fixed.
         let free_form = i == 1 && FREE_FORM.contains(&segments[0].as_str());
-        if !free_form && !map.contains_key(seg.as_str()) {
+        if !free_form && !was_unset && !map.contains_key(seg.as_str()) {
             let known: Vec<&str> = map.keys().map(String::as_str).collect();
             return Err(invalid(
                 path,
@@ -158,6 +169,7 @@ fn set(tree: &mut Value, segments: &[String], value: Value, path: &str) -> crate
         node = map.entry(seg.clone()).or_insert(Value::Null);
         if node.is_null() {
             *node = Value::Object(serde_json::Map::new());
+            unset.push(segments[..=i].to_vec());
         }
     }
     Ok(())
@@ -194,6 +206,35 @@ mod tests {
             Some("billing")
         );
         assert_eq!(c.producer_kafka.get("linger.ms"), Some("20"));
+    }
+
+    #[test]
+    #[cfg(feature = "etcd")]
+    fn an_unset_section_is_filled_field_by_field() {
+        let c = Config::default()
+            .with_overrides([
+                ("leader.kind", "etcd"),
+                ("leader.tls.ca", "/tls/ca.pem"),
+                ("leader.tls.cert", "/tls/client.pem"),
+                ("leader.password.file", "/run/pw"),
+            ])
+            .unwrap();
+        let LeaderConfig::Etcd(e) = &c.leader else {
+            panic!("{:?}", c.leader)
+        };
+        let tls = e.tls.as_ref().unwrap();
+        assert_eq!(tls.ca.as_deref(), Some(std::path::Path::new("/tls/ca.pem")));
+        assert_eq!(
+            tls.cert.as_deref(),
+            Some(std::path::Path::new("/tls/client.pem"))
+        );
+        assert!(e.password.as_ref().unwrap().file.is_some());
+        // Keys of a filled-in section are still checked, when the config is read back.
+        let bad = Config::default()
+            .with_overrides([("leader.kind", "etcd"), ("leader.tls.bogus", "x")])
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("bogus"), "{bad}");
     }
 
     #[cfg(feature = "zookeeper")]

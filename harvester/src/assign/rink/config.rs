@@ -11,17 +11,27 @@ use serde::{Deserialize, Serialize};
 
 use crate::assign::DEFAULT_BUCKETS;
 use crate::election::etcd::keeper::LeaseTiming;
-use crate::election::etcd::{endpoint_problem, timing_problems};
+use crate::election::etcd::{access_problems, timing_problems, Access, EtcdTls};
 use crate::election::naming::{self, binary_name, sanitise};
 use crate::error::ConfigProblem;
+use crate::secret::Secret;
 
 /// Settings of Rink on etcd (a sticky ranked ring: buckets by consistent hashing over ranks).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RinkConfig {
-    /// The cluster's client URLs, `http://host:port` (or a bare `host:port`), one per member.
-    /// Default `["http://127.0.0.1:2379"]`.
+    /// The cluster's client URLs, `http://host:port`, `https://host:port` (with `tls`) or a
+    /// bare `host:port`, one per member. Default `["http://127.0.0.1:2379"]`.
     pub endpoints: Vec<String>,
+    /// TLS, as for the etcd elector ([`EtcdTls`]): `{ ca, cert, key }`. Default none.
+    #[serde(default)]
+    pub tls: Option<EtcdTls>,
+    /// The etcd user (its role needs readwrite on the prefix). Default none.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The user's password ([`Secret`]). Never printed. Default none.
+    #[serde(default)]
+    pub password: Option<Secret>,
     /// The rink's key prefix: members of one group share it (`{prefix}/members/`,
     /// `{prefix}/applied/`, `{prefix}/state`). Default `/harvester/rink/<group>`, the group
     /// being the binary's name unless [`RinkConfig::for_group`] set it (characters outside
@@ -61,6 +71,9 @@ impl Default for RinkConfig {
     fn default() -> Self {
         RinkConfig {
             endpoints: vec!["http://127.0.0.1:2379".into()],
+            tls: None,
+            user: None,
+            password: None,
             prefix: None,
             name: None,
             ttl: Duration::from_secs(5),
@@ -102,17 +115,7 @@ impl RinkConfig {
         let mut problem = |name: &str, message: String| {
             problems.push(ConfigProblem::new(format!("{field}.{name}"), message))
         };
-        if self.endpoints.is_empty() {
-            problem(
-                "endpoints",
-                "is empty; list at least one client URL, e.g. [\"http://127.0.0.1:2379\"]".into(),
-            );
-        }
-        for endpoint in &self.endpoints {
-            if let Some(p) = endpoint_problem(endpoint.trim()) {
-                problem("endpoints", p);
-            }
-        }
+        access_problems(&self.endpoints, &self.access(), &mut problem);
         if let Some(p) = self.prefix.as_deref().and_then(prefix_problem) {
             problem("prefix", p);
         }
@@ -165,10 +168,20 @@ impl RinkConfig {
             .unwrap_or_else(|| (self.ttl * 2).min(MAX_DEFAULT_REVOKE))
     }
 
+    /// TLS and the user, as the client takes them.
+    pub fn access(&self) -> Access {
+        Access {
+            tls: self.tls.clone(),
+            user: self.user.clone(),
+            password: self.password.clone(),
+        }
+    }
+
     /// Resolves the defaults.
     pub fn resolve(&self) -> Resolved {
         Resolved {
             endpoints: self.endpoints.iter().map(|e| e.trim().to_owned()).collect(),
+            access: self.access(),
             prefix: self
                 .prefix
                 .clone()
@@ -187,6 +200,8 @@ impl RinkConfig {
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub endpoints: Vec<String>,
+    /// TLS and the user.
+    pub access: Access,
     pub prefix: String,
     pub name: String,
     pub ttl: Duration,
@@ -311,6 +326,9 @@ mod tests {
     fn problems_name_the_field_and_the_fix() {
         let c = RinkConfig {
             endpoints: vec!["https://e:2379".into()],
+            tls: None,
+            user: None,
+            password: None,
             prefix: Some("/a/".into()),
             name: Some("a/b".into()),
             ttl: Duration::from_millis(2500),

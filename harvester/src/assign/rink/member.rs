@@ -107,8 +107,12 @@ impl Member {
             };
             match tokio::time::timeout_at(deadline, attempt).await {
                 Ok(Ok(v)) => break v,
-                Ok(Err(e)) if store::is_fatal(&e) => return Err(endpoints(chain(&e))),
-                Ok(Err(e)) => last = chain(&e),
+                // A refused handshake or login will be refused again: name the setting now.
+                Ok(Err(e)) => match crate::election::etcd::refusal(&s.access, "leader", &e) {
+                    Some(problem) => return Err(Error::InvalidConfig(vec![problem])),
+                    None if store::is_fatal(&e) => return Err(endpoints(chain(&e))),
+                    None => last = chain(&e),
+                },
                 Err(_) => return Err(endpoints(last)),
             }
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
-    WatchOptions, WatchStream,
+    Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+    WatchStream,
 };
 use serde::{Deserialize, Serialize};
 
@@ -58,15 +58,14 @@ pub fn is_lease_gone(e: &Error) -> bool {
 
 /// A client for the endpoints (lazy: nothing is sent until the first request).
 pub async fn connect(settings: &Resolved) -> Result<Client> {
-    let options = ConnectOptions::new()
-        .with_connect_timeout(settings.connect_timeout.min(settings.lease()))
-        .with_tcp_keepalive(settings.ttl);
-    Client::connect(&settings.endpoints, Some(options))
-        .await
-        .map_err(failed(format!(
-            "set up a client for {}",
-            settings.endpoint_list()
-        )))
+    crate::election::etcd::connect(
+        &settings.endpoints,
+        &settings.access,
+        "leader",
+        settings.connect_timeout.min(settings.lease()),
+        settings.ttl,
+    )
+    .await
 }
 
 /// Asks for a lease of `ttl`; returns its id and the TTL the server granted.

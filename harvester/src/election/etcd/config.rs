@@ -9,16 +9,33 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(test)]
+use super::access::endpoint_problem;
+use super::access::{access_problems, Access, EtcdTls};
 use crate::election::naming;
 use crate::error::ConfigProblem;
+use crate::secret::Secret;
 
 /// Settings of the etcd elector (a lease per member, a key per candidacy; the oldest leads).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EtcdConfig {
-    /// The cluster's client URLs, `http://host:port` (or a bare `host:port`), one per member.
-    /// Default `["http://127.0.0.1:2379"]`.
+    /// The cluster's client URLs, `http://host:port`, `https://host:port` (with `tls`) or a
+    /// bare `host:port` (TLS when `tls` is set), one per member. Default
+    /// `["http://127.0.0.1:2379"]`.
     pub endpoints: Vec<String>,
+    /// TLS: `{ ca = "ca.pem" }`, plus `cert` and `key` for a cluster that checks client
+    /// certificates. Required for `https://` endpoints. Default none (plain http).
+    #[serde(default)]
+    pub tls: Option<EtcdTls>,
+    /// The etcd user, for a cluster with authentication enabled; its role needs readwrite on
+    /// the prefix. Default none.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The user's password: `{ file = "..." }`, `{ env = "..." }` or `{ value = "..." }`.
+    /// Never printed. Default none.
+    #[serde(default)]
+    pub password: Option<Secret>,
     /// The election prefix: contenders of one application share it, each candidacy is a key
     /// under `{prefix}/`. Default `/harvester/election/<binary name>` (characters outside
     /// `[a-zA-Z0-9._-]` replaced by `_`). Nothing else may write under it.
@@ -47,6 +64,9 @@ impl Default for EtcdConfig {
     fn default() -> Self {
         EtcdConfig {
             endpoints: vec!["http://127.0.0.1:2379".into()],
+            tls: None,
+            user: None,
+            password: None,
             prefix: None,
             ttl: Duration::from_secs(5),
             name: None,
@@ -90,40 +110,6 @@ pub(crate) fn timing_problems(
     }
 }
 
-/// What is wrong with one endpoint, if anything. Plain `http://` only: this build of the
-/// client has no TLS. (Rink on etcd, `assign::rink`, checks its endpoints with it too.)
-pub(crate) fn endpoint_problem(endpoint: &str) -> Option<String> {
-    let hostport = match endpoint.split_once("://") {
-        Some(("http", rest)) => rest,
-        Some(("https", _)) => {
-            return Some(format!(
-                "{endpoint:?} needs TLS, which this build of the etcd client does not have; use an http:// endpoint"
-            ))
-        }
-        Some((scheme, _)) => {
-            return Some(format!(
-                "{endpoint:?} has the scheme {scheme:?}; use http://host:port"
-            ))
-        }
-        None => endpoint,
-    };
-    let hostport = hostport.strip_suffix('/').unwrap_or(hostport);
-    let Some((host, port)) = hostport.rsplit_once(':') else {
-        return Some(format!(
-            "{endpoint:?} has no port; write it as http://host:port, e.g. \"http://{hostport}:2379\""
-        ));
-    };
-    if host.is_empty() || host.contains(['/', ',', ' ', '@']) {
-        return Some(format!(
-            "{endpoint:?} is not http://host:port (one endpoint per entry, no path or credentials)"
-        ));
-    }
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 => None,
-        _ => Some(format!("{endpoint:?} has no valid port (1-65535)")),
-    }
-}
-
 /// What is wrong with a prefix, if anything.
 fn prefix_problem(prefix: &str) -> Option<String> {
     if prefix.is_empty() {
@@ -150,6 +136,8 @@ fn prefix_problem(prefix: &str) -> Option<String> {
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub endpoints: Vec<String>,
+    /// TLS and the user.
+    pub access: Access,
     pub prefix: String,
     pub name: String,
     pub ttl: Duration,
@@ -182,17 +170,7 @@ impl EtcdConfig {
         let mut problem = |name: &str, message: String| {
             problems.push(ConfigProblem::new(format!("{field}.{name}"), message))
         };
-        if self.endpoints.is_empty() {
-            problem(
-                "endpoints",
-                "is empty; list at least one client URL, e.g. [\"http://127.0.0.1:2379\"]".into(),
-            );
-        }
-        for endpoint in &self.endpoints {
-            if let Some(p) = endpoint_problem(endpoint.trim()) {
-                problem("endpoints", p);
-            }
-        }
+        access_problems(&self.endpoints, &self.access(), &mut problem);
         if let Some(prefix) = &self.prefix {
             if let Some(p) = prefix_problem(prefix) {
                 problem("prefix", p);
@@ -256,10 +234,20 @@ impl EtcdConfig {
             .unwrap_or_else(|| (self.ttl * 2).min(MAX_DEFAULT_REVOKE))
     }
 
+    /// TLS and the user, as the client takes them.
+    pub fn access(&self) -> Access {
+        Access {
+            tls: self.tls.clone(),
+            user: self.user.clone(),
+            password: self.password.clone(),
+        }
+    }
+
     /// Resolves the defaults.
     pub fn resolve(&self) -> Resolved {
         Resolved {
             endpoints: self.endpoints.iter().map(|e| e.trim().to_owned()).collect(),
+            access: self.access(),
             prefix: self.prefix.clone().unwrap_or_else(default_prefix),
             name: self.name.clone().unwrap_or_else(naming::member_name),
             ttl: self.ttl,
@@ -319,6 +307,9 @@ mod tests {
     fn problems_name_the_field_and_the_fix() {
         let c = EtcdConfig {
             endpoints: vec!["https://etcd:2379".into(), "etcd".into()],
+            tls: None,
+            user: None,
+            password: None,
             prefix: Some("/a/b/".into()),
             ttl: Duration::from_secs(1),
             revoke_timeout: Some(Duration::ZERO),
@@ -370,7 +361,7 @@ mod tests {
         assert!(endpoint_problem("http://etcd-0.etcd:2379/").is_none());
         assert!(endpoint_problem("127.0.0.1:2379").is_none());
         assert!(endpoint_problem("http://[::1]:2379").is_none());
-        assert!(endpoint_problem("https://a:2379").unwrap().contains("TLS"));
+        assert!(endpoint_problem("https://a:2379").is_none());
         assert!(endpoint_problem("unix://a:2379").is_some());
         assert!(endpoint_problem("http://a").unwrap().contains("a:2379"));
         assert!(endpoint_problem("http://a:0").is_some());

@@ -26,6 +26,7 @@
 //! Deleting a leader's key or revoking its lease from outside is a forced take-over: the
 //! member fences as soon as it hears of it, but the successor may act in the same moment.
 
+mod access;
 pub(crate) mod backoff;
 mod campaign;
 mod config;
@@ -42,7 +43,9 @@ use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use config::{endpoint_problem, timing_problems};
+pub(crate) use access::{access_problems, connect, refusal};
+pub use access::{Access, EtcdTls};
+pub(crate) use config::timing_problems;
 pub use config::{EtcdConfig, Resolved};
 
 use super::{Elector, ElectorState, EventStream, Term};

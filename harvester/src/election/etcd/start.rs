@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::access::refusal;
 use super::campaign::{Campaign, End};
 use super::keeper::Keeper;
 use super::state::Shared;
@@ -74,7 +75,8 @@ async fn run(
 }
 
 /// Reaches the cluster, takes the first lease and enters the election, all within
-/// `connect_timeout`. An unreachable cluster names `leader.endpoints`; a server that raises the
+/// `connect_timeout`. An unreachable cluster names `leader.endpoints`; a refused TLS handshake or
+/// login names its setting (`leader.tls.ca`, `leader.password`, ...); a server that raises the
 /// TTL names `leader.ttl`.
 async fn setup(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<(Campaign, Candidacy)> {
     let s = &shared.settings;
@@ -100,8 +102,12 @@ async fn setup(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<(Campai
         };
         match tokio::time::timeout_at(deadline, attempt).await {
             Ok(Ok(v)) => break v,
-            Ok(Err(e)) if store::is_fatal(&e) => return Err(endpoints(chain(&e))),
-            Ok(Err(e)) => last = chain(&e),
+            // A refused handshake or login will be refused again: name the setting now.
+            Ok(Err(e)) => match refusal(&s.access, "leader", &e) {
+                Some(problem) => return Err(Error::InvalidConfig(vec![problem])),
+                None if store::is_fatal(&e) => return Err(endpoints(chain(&e))),
+                None => last = chain(&e),
+            },
             Err(_) => return Err(endpoints(last)),
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -136,7 +142,10 @@ async fn setup(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<(Campai
             );
             return Ok((campaign, candidacy));
         }
-        Ok(Err(End::Failed(e))) => e,
+        Ok(Err(End::Failed(e))) => match refusal(&s.access, "leader", &e) {
+            Some(problem) => Error::InvalidConfig(vec![problem]),
+            None => e,
+        },
         Ok(Err(End::LeaseLost(why) | End::OwnLost(why))) => {
             store::failed(format!("enter the election under {}", s.prefix))(
                 etcd_client::Error::LeaseKeepAliveError(why),

@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, SortOrder,
-    SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions, WatchStream,
+    Client, Compare, CompareOp, EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn,
+    TxnOp, TxnOpResponse, WatchOptions, WatchStream,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -79,15 +79,14 @@ pub(crate) fn is_lease_gone(e: &Error) -> bool {
 /// A client for the endpoints. Connecting is lazy: nothing is sent until the first request,
 /// which the caller bounds.
 pub(crate) async fn connect(settings: &Resolved) -> Result<Client> {
-    let options = ConnectOptions::new()
-        .with_connect_timeout(settings.connect_timeout.min(settings.lease))
-        .with_tcp_keepalive(settings.ttl);
-    Client::connect(&settings.endpoints, Some(options))
-        .await
-        .map_err(failed(format!(
-            "set up a client for {}",
-            settings.endpoint_list()
-        )))
+    super::access::connect(
+        &settings.endpoints,
+        &settings.access,
+        "leader",
+        settings.connect_timeout.min(settings.lease),
+        settings.ttl,
+    )
+    .await
 }
 
 /// A lease granted by the server.

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::access::{access_problems, Access, NatsTls};
 use crate::election::naming;
 use crate::error::ConfigProblem;
+use crate::secret::Secret;
 
 /// Settings of the NATS JetStream KV elector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,6 +19,24 @@ pub struct NatsKvConfig {
     /// NATS server URL; several, separated by commas, for a cluster. `nats://`, `tls://`,
     /// `ws://` and `wss://` schemes. Default `nats://127.0.0.1:4222`.
     pub url: String,
+    /// TLS: `{ ca = "ca.pem" }` (plus `cert` and `key` for servers that verify clients);
+    /// setting it requires TLS of the server. Default none (TLS only for `tls://` URLs).
+    #[serde(default)]
+    pub tls: Option<NatsTls>,
+    /// The user to log in as, with `password`. At most one of user/password, `token` and
+    /// `credentials_file`. Default none.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The user's password: `{ file = "..." }`, `{ env = "..." }` or `{ value = "..." }`.
+    /// Never printed. Default none.
+    #[serde(default)]
+    pub password: Option<Secret>,
+    /// A token to log in with (a [`Secret`], never printed). Default none.
+    #[serde(default)]
+    pub token: Option<Secret>,
+    /// A `.creds` file (a user JWT and its NKey seed) to log in with. Default none.
+    #[serde(default)]
+    pub credentials_file: Option<std::path::PathBuf>,
     /// KV bucket holding the election key. Default `harvester_election`.
     pub bucket: String,
     /// The election key: whoever holds it leads. Contenders of one application share it.
@@ -51,6 +71,11 @@ impl Default for NatsKvConfig {
     fn default() -> Self {
         NatsKvConfig {
             url: "nats://127.0.0.1:4222".into(),
+            tls: None,
+            user: None,
+            password: None,
+            token: None,
+            credentials_file: None,
             bucket: "harvester_election".into(),
             key: None,
             ttl: Duration::from_secs(5),
@@ -120,6 +145,8 @@ pub(crate) fn redacted(url: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub url: String,
+    /// TLS and the login.
+    pub access: Access,
     pub bucket: String,
     pub key: String,
     pub name: String,
@@ -138,6 +165,17 @@ pub struct Resolved {
 }
 
 impl NatsKvConfig {
+    /// TLS and the login, as the client takes them.
+    pub fn access(&self) -> Access {
+        Access {
+            tls: self.tls.clone(),
+            user: self.user.clone(),
+            password: self.password.clone(),
+            token: self.token.clone(),
+            credentials_file: self.credentials_file.clone(),
+        }
+    }
+
     /// Checks the settings; every problem names the field and the fix.
     pub fn problems(&self, field: &str) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();
@@ -162,6 +200,7 @@ impl NatsKvConfig {
                 );
             }
         }
+        access_problems(&self.access(), &mut problem);
         let b = &self.bucket;
         if b.is_empty() || !b.chars().all(bucket_char) {
             problem(
@@ -276,6 +315,7 @@ impl NatsKvConfig {
     pub fn resolve(&self) -> Resolved {
         Resolved {
             url: self.url.clone(),
+            access: self.access(),
             bucket: self.bucket.clone(),
             key: self.key.clone().unwrap_or_else(default_key),
             name: self.name.clone().unwrap_or_else(naming::member_name),

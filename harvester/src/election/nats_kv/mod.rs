@@ -16,6 +16,7 @@
 //! - TTLs from 1s (the seed refuses under 30s), campaigning on a thread of its own;
 //! - each term has a fresh UUID, never reused (the harvester's `leader_id`).
 
+mod access;
 mod campaign;
 mod config;
 mod state;
@@ -27,6 +28,7 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch};
 
+pub use access::{Access, NatsTls};
 pub use config::{NatsKvConfig, Resolved};
 
 use super::{Elector, ElectorState, EventStream, Term};

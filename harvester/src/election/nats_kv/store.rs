@@ -151,16 +151,22 @@ where
             }
             std::future::ready(())
         });
+    let options = super::access::apply(&settings.access, options)
+        .await
+        .map_err(|p| Error::InvalidConfig(vec![p]))?;
     let t = settings.connect_timeout;
     match tokio::time::timeout(t, options.connect(addrs)).await {
         Ok(Ok(client)) => Ok(client),
-        Ok(Err(e)) => Err(url_problem(
+        // A refused handshake or login names its setting, not the address.
+        Ok(Err(e)) => Err(match super::access::refusal(&settings.access, &e) {
+            Some(problem) => Error::InvalidConfig(vec![problem]),
+            None => url_problem(
             format!(
                 "cannot connect to {}: {}; check the address and that nats-server is running",
                 redacted(&settings.url),
                 crate::error::chain(&e)
-            ),
-        )),
+            )),
+        }),
         Err(_) => Err(url_problem(
             format!(
                 "no NATS handshake from {} within {t:?} (connect_timeout); check the address and that nats-server is running",

@@ -22,9 +22,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
-use zookeeper_client::{
-    Acls, Client, CreateMode, Error as ZkError, SessionState, Stat, StateWatcher,
-};
+use zookeeper_client::{Client, CreateMode, Error as ZkError, SessionState, Stat, StateWatcher};
 
 use super::candidacy::{Candidacy, Standing};
 use super::session;
@@ -365,7 +363,8 @@ impl<'a> Campaign<'a> {
     /// created it after all.
     async fn enter(&mut self) -> Step<String> {
         let prefix = self.candidacy.prefix();
-        let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+        let options =
+            CreateMode::EphemeralSequential.with_acls(super::session::acls(&self.shared.settings));
         let name = self.shared.settings.name.clone();
         let mut maybe_created = false;
         loop {

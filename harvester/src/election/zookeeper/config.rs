@@ -10,6 +10,32 @@ use serde::{Deserialize, Serialize};
 
 use crate::election::naming;
 use crate::error::ConfigProblem;
+use crate::secret::Secret;
+
+/// ZooKeeper digest authentication: the session is `user` (scheme `digest`,
+/// `user:password`), and the election node and candidacies it creates are that user's alone
+/// (ACL creator-all), so a client without the password can neither read nor touch them. SASL
+/// (Kerberos, DIGEST-MD5) is not built: zookeeper-client has it only behind its `sasl`
+/// features (rsasl, and GSSAPI needs the system's Kerberos).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZkAuth {
+    /// The digest user name (no ':').
+    pub user: String,
+    /// Its password: `{ file = "..." }`, `{ env = "..." }` or `{ value = "..." }`. Never
+    /// printed.
+    pub password: Secret,
+}
+
+/// The digest credentials as sent (`user:password`); Debug never shows them.
+#[derive(Clone)]
+pub struct Digest(pub(crate) Vec<u8>);
+
+impl std::fmt::Debug for Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Digest({})", crate::secret::REDACTED)
+    }
+}
 
 /// Settings of the ZooKeeper elector (ephemeral sequential znodes; the lowest leads).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +69,11 @@ pub struct ZooKeeperConfig {
     /// at start. Default 5s.
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
+    /// Digest authentication, `{ user = "...", password = { file = "..." } }` ([`ZkAuth`]):
+    /// the election node and candidacies are then created with the ACL creator-all. Default
+    /// none (open ACL).
+    #[serde(default)]
+    pub auth: Option<ZkAuth>,
 }
 
 impl Default for ZooKeeperConfig {
@@ -55,6 +86,7 @@ impl Default for ZooKeeperConfig {
             name: None,
             revoke_timeout: None,
             connect_timeout: Duration::from_secs(5),
+            auth: None,
         }
     }
 }
@@ -128,6 +160,8 @@ pub struct Resolved {
     pub create_path: bool,
     pub revoke_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Digest credentials, read at resolve time (after `problems()` found them readable).
+    pub digest: Option<Digest>,
 }
 
 impl Resolved {
@@ -196,6 +230,17 @@ impl ZooKeeperConfig {
                 ));
             }
         }
+        if let Some(auth) = &self.auth {
+            if auth.user.trim().is_empty() || auth.user.contains(':') {
+                problems.push(ConfigProblem::new(
+                    format!("{field}.auth.user"),
+                    "is blank or holds ':'; give the digest user name",
+                ));
+            }
+            if let Some(p) = auth.password.problem() {
+                problems.push(ConfigProblem::new(format!("{field}.auth.password"), p));
+            }
+        }
         problems
     }
 
@@ -233,6 +278,10 @@ impl ZooKeeperConfig {
             create_path: self.create_path,
             revoke_timeout: self.revoke_timeout(),
             connect_timeout: self.connect_timeout,
+            digest: self.auth.as_ref().and_then(|a| {
+                let password = a.password.read().ok()?;
+                Some(Digest(format!("{}:{password}", a.user).into_bytes()))
+            }),
         }
     }
 }

@@ -31,7 +31,7 @@ use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use config::{Resolved, ZooKeeperConfig};
+pub use config::{Digest, Resolved, ZkAuth, ZooKeeperConfig};
 
 use super::{Elector, ElectorState, EventStream, Term};
 use crate::error::Error;

@@ -32,10 +32,13 @@ pub(crate) async fn connect(settings: &Resolved) -> std::result::Result<Client, 
         if remaining.is_zero() {
             return Err(last);
         }
-        let attempt = Client::connector()
+        let mut connector = Client::connector()
             .with_session_timeout(settings.session_timeout)
-            .with_fail_eagerly()
-            .connect(&settings.servers);
+            .with_fail_eagerly();
+        if let Some(digest) = &settings.digest {
+            connector = connector.with_auth("digest", &digest.0);
+        }
+        let attempt = connector.connect(&settings.servers);
         match tokio::time::timeout(remaining, attempt).await {
             Ok(Ok(client)) => return Ok(client),
             Ok(Err(e)) if is_permanent(&e) => return Err(e),
@@ -62,8 +65,48 @@ pub(crate) async fn connect_at_start(settings: &Resolved, field: &str) -> Result
     })
 }
 
-/// Creates the election node and its parents (`create_path`), or checks that it exists.
+/// The ACL of the nodes this member creates: its digest user's alone when it has one (so a
+/// client without the password cannot touch the election), else open.
+pub(crate) fn acls(settings: &Resolved) -> Acls<'static> {
+    if settings.digest.is_some() {
+        Acls::creator_all()
+    } else {
+        Acls::anyone_all()
+    }
+}
+
+/// Creates the election node and its parents (`create_path`), or checks that it exists, then
+/// that this session may use it: a node whose ACL refuses the session (another digest user, a
+/// wrong password, no `auth`) names `{field}.auth.password` (or `{field}.auth`).
 pub(crate) async fn ensure_path(client: &Client, settings: &Resolved, field: &str) -> Result<()> {
+    create_or_check(client, settings, field).await?;
+    let path = &settings.path;
+    let listed = tokio::time::timeout(settings.connect_timeout, client.list_children(path))
+        .await
+        .map_err(|_| Error::Timeout {
+            what: format!("zookeeper to list {path}"),
+            after: settings.connect_timeout,
+        })?;
+    match listed {
+        Ok(_) => Ok(()),
+        Err(ZkError::NoAuth) => {
+            let (name, fix) = match settings.digest {
+                Some(_) => ("auth.password", "check the digest user and password"),
+                None => ("auth", "set auth to the digest user that created it"),
+            };
+            Err(Error::InvalidConfig(vec![ConfigProblem::new(
+                format!("{field}.{name}"),
+                format!("the ACL of the election node {path} refuses this session (NoAuth); {fix}"),
+            )]))
+        }
+        Err(e) => Err(Error::coordination(
+            "zookeeper",
+            format!("list the candidates under {path}"),
+        )(e)),
+    }
+}
+
+async fn create_or_check(client: &Client, settings: &Resolved, field: &str) -> Result<()> {
     let path = &settings.path;
     let bound = settings.connect_timeout;
     let timed_out = |what: &str| Error::Timeout {
@@ -71,7 +114,7 @@ pub(crate) async fn ensure_path(client: &Client, settings: &Resolved, field: &st
         after: bound,
     };
     if settings.create_path {
-        let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        let options = CreateMode::Persistent.with_acls(acls(settings));
         return tokio::time::timeout(bound, client.mkdir(path, &options))
             .await
             .map_err(|_| timed_out("create"))?
