@@ -2,15 +2,14 @@
 //!
 //! A TLS client given a missing file, or one that holds DER or nothing, fails late and vaguely
 //! (often as a handshake error against the server), so `validate()` reads each file named in
-//! the config once and says which setting is wrong and why. A leaf: the electors' and Rink's
-//! settings use it alike.
+//! the config once and says which setting is wrong and why. A leaf: Kafka's, the databases',
+//! the electors' and Rink's settings use it alike.
 
 use std::path::Path;
 
 /// Why the file at `path` cannot serve as PEM (`what`: "certificate", "private key"), if it
 /// cannot: unreadable, or no `-----BEGIN ` line in it. The message names the file, never its
 /// content.
-#[allow(dead_code)] // used by the electors behind the nats, zookeeper and etcd features
 pub(crate) fn pem_problem(path: &Path, what: &str) -> Option<String> {
     match std::fs::read(path) {
         Err(e) => Some(format!(

@@ -103,20 +103,6 @@ impl Secret {
     }
 }
 
-/// Why the file at `path` is no PEM certificate or key, if it is not: it must exist and hold a
-/// `-----BEGIN ` line. Certificates and private keys are read from files only; this is the
-/// check-time test every client's TLS settings share.
-pub fn pem_problem(path: &std::path::Path) -> Option<String> {
-    match std::fs::read(path) {
-        Err(e) => Some(format!("cannot read the file {}: {e}", path.display())),
-        Ok(bytes) if !bytes.windows(11).any(|w| w == b"-----BEGIN ") => Some(format!(
-            "the file {} holds no PEM (no \"-----BEGIN \" line); give a PEM file",
-            path.display()
-        )),
-        Ok(_) => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

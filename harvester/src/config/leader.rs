@@ -144,6 +144,31 @@ impl<'de> Deserialize<'de> for LeaderConfig {
 }
 
 impl LeaderConfig {
+    /// The same settings with every inline secret (passwords, tokens) redacted, for printing.
+    pub fn redacted(&self) -> LeaderConfig {
+        let hide = |s: &mut Option<crate::secret::Secret>| *s = s.as_ref().map(|s| s.redacted());
+        let mut c = self.clone();
+        match &mut c {
+            LeaderConfig::Neli(_) | LeaderConfig::NeliBuckets(_) => {}
+            #[cfg(feature = "nats")]
+            LeaderConfig::NatsKv(n) => {
+                hide(&mut n.password);
+                hide(&mut n.token);
+            }
+            #[cfg(feature = "zookeeper")]
+            LeaderConfig::ZooKeeper(z) => {
+                if let Some(auth) = &mut z.auth {
+                    auth.password = auth.password.redacted();
+                }
+            }
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Etcd(e) => hide(&mut e.password),
+            #[cfg(feature = "etcd")]
+            LeaderConfig::Rink(r) => hide(&mut r.password),
+        }
+        c
+    }
+
     /// The defaults of the elector `kind` ("neli", "nats_kv", "zookeeper", "etcd"); an error
     /// names the kinds, or the cargo feature a known kind needs.
     pub fn defaults(kind: &str) -> std::result::Result<LeaderConfig, String> {

@@ -453,6 +453,7 @@ impl Config {
         let mut c = self.clone();
         c.database.url = c.database.redacted_url();
         c.database.password = c.database.password.as_ref().map(|s| s.redacted());
+        c.leader = c.leader.redacted();
         c.kafka = KafkaConfig(c.kafka.redacted());
         c.producer_kafka = KafkaConfig(c.producer_kafka.redacted());
         c

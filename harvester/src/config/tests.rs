@@ -387,3 +387,29 @@ fn auto_and_numbers_are_read_from_files_and_overrides() {
         "{e}"
     );
 }
+
+#[cfg(all(feature = "etcd", feature = "nats", feature = "zookeeper"))]
+#[test]
+fn printed_configs_redact_every_inline_secret() {
+    use crate::secret::Secret;
+    let mut c = Config::default();
+    c.database.password = Some(Secret::inline("pw-database"));
+    let leaders = [
+        r#"{ "kind": "etcd", "password": { "value": "pw-etcd" } }"#,
+        r#"{ "kind": "rink", "password": { "value": "pw-rink" } }"#,
+        r#"{ "kind": "nats_kv", "user": "u", "password": { "value": "pw-nats" } }"#,
+        r#"{ "kind": "nats_kv", "token": { "value": "pw-token" } }"#,
+        r#"{ "kind": "zookeeper", "auth": { "user": "u", "password": { "value": "pw-zk" } } }"#,
+    ];
+    for leader in leaders {
+        c.leader = serde_json::from_str(leader).unwrap();
+        let printed = toml::to_string(&c.redacted()).unwrap();
+        assert!(!printed.contains("pw-"), "{leader}: {printed}");
+        assert!(!format!("{c:?}").contains("pw-"), "{leader}: Debug");
+        let kept = toml::to_string(&c).unwrap();
+        assert!(
+            kept.contains("pw-"),
+            "written out, a config keeps its secrets: {kept}"
+        );
+    }
+}

@@ -44,7 +44,7 @@ pub(super) fn pem_problem(key: &str, value: &str) -> Option<String> {
     if key == "ssl.ca.location" && path.is_dir() {
         return None;
     }
-    crate::secret::pem_problem(path)
+    crate::pem::pem_problem(path, "certificate or key")
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ pub(crate) fn problems(url: &str, password: Option<&Secret>) -> Vec<ConfigProble
         let given = |names: &[&str]| query.iter().find(|(k, _)| names.contains(&k.as_str()));
         for names in params.files {
             if let Some((name, path)) = given(names) {
-                if let Some(why) = crate::secret::pem_problem(Path::new(path)) {
+                if let Some(why) = crate::pem::pem_problem(Path::new(path), "certificate or key") {
                     p.push(ConfigProblem::new(URL, format!("its {name}: {why}")));
                 }
             }
