@@ -66,7 +66,7 @@ pub enum Error {
     /// theirs, or a principal without an ACL (`what` names Kafka's operation and the resource,
     /// `fix` the ACL that allows it). The harvester stops instead of retrying for ever; no row
     /// is deleted that Kafka did not acknowledge.
-    #[error("kafka refused: {what} ({}); {fix} (kafka.\"bootstrap.servers\" = {bootstrap:?}: {reason})", crate::kafka::code_name(.code))]
+    #[error("kafka refused: {what} ({}); {fix} (kafka.\"bootstrap.servers\" = {bootstrap:?}: {reason})", code_name(.code))]
     KafkaRefused {
         bootstrap: String,
         code: rdkafka::types::RDKafkaErrorCode,
@@ -212,6 +212,19 @@ pub fn chain(error: &dyn std::error::Error) -> String {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// librdkafka's name of an error code (`TOPIC_AUTHORIZATION_FAILED`), as Kafka's protocol and
+/// its tools spell it.
+pub fn code_name(code: &rdkafka::types::RDKafkaErrorCode) -> String {
+    let mut name = String::new();
+    for (i, c) in format!("{code:?}").chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_uppercase());
+    }
+    name
+}
 
 #[cfg(test)]
 mod tests {

@@ -19,7 +19,8 @@ use crate::error::ConfigProblem;
 mod reach;
 mod secrets;
 
-pub use reach::{code_name, refusal, Wanted};
+pub use crate::error::code_name;
+pub use reach::{refusal, Wanted};
 use secrets::{indirect, pem_problem, read_secret};
 
 /// librdkafka properties shared by every client the harvester creates. Default:

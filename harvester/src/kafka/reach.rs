@@ -295,19 +295,6 @@ fn may_not(operation: &str, kind: &str, name: &str, resource: String) -> (String
     )
 }
 
-/// librdkafka's name of an error code (`TOPIC_AUTHORIZATION_FAILED`), as Kafka's protocol and
-/// its tools spell it.
-pub fn code_name(code: &RDKafkaErrorCode) -> String {
-    let mut name = String::new();
-    for (i, c) in format!("{code:?}").chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            name.push('_');
-        }
-        name.push(c.to_ascii_uppercase());
-    }
-    name
-}
-
 fn unreachable(bootstrap: &str, after: std::time::Duration, reason: &str) -> crate::Error {
     crate::Error::KafkaUnreachable {
         bootstrap: bootstrap.to_owned(),
