@@ -30,6 +30,8 @@ use crate::Result;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
+// Read once at start and cloned rarely: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum LeaderConfig {
     /// NELI over Kafka's group coordinator (the default): the member that owns partition 0 of
     /// the leader topic leads, and fences itself when it stops reading back its own heartbeats.
@@ -146,6 +148,7 @@ impl<'de> Deserialize<'de> for LeaderConfig {
 impl LeaderConfig {
     /// The same settings with every inline secret (passwords, tokens) redacted, for printing.
     pub fn redacted(&self) -> LeaderConfig {
+        #[cfg(any(feature = "nats", feature = "etcd"))]
         let hide = |s: &mut Option<crate::secret::Secret>| *s = s.as_ref().map(|s| s.redacted());
         let mut c = self.clone();
         match &mut c {
