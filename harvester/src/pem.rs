@@ -33,6 +33,41 @@ pub(crate) fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read the {what} file {}: {e}", path.display()))
 }
 
+/// The problems of a client's TLS files, each under its field (`tls.ca`, `tls.cert`,
+/// `tls.key`): the CA and a certificate with its key must be PEM files; a certificate comes
+/// with its key (an unpaired one is reported missing its pair, not read).
+#[allow(dead_code)] // used by the electors behind the nats and etcd features
+pub(crate) fn tls_file_problems(
+    ca: Option<&Path>,
+    cert: Option<&Path>,
+    key: Option<&Path>,
+    problem: &mut impl FnMut(&str, String),
+) {
+    let mut check = |field: &str, path: &Path, what: &str| {
+        if let Some(p) = pem_problem(path, what) {
+            problem(field, p);
+        }
+    };
+    if let Some(ca) = ca {
+        check("tls.ca", ca, "CA certificate");
+    }
+    match (cert, key) {
+        (Some(cert), Some(key)) => {
+            check("tls.cert", cert, "certificate");
+            check("tls.key", key, "private key");
+        }
+        (Some(_), None) => problem(
+            "tls.key",
+            "is missing: tls.cert is set; name its key's PEM file".into(),
+        ),
+        (None, Some(_)) => problem(
+            "tls.cert",
+            "is missing: tls.key is set; name the certificate's PEM file".into(),
+        ),
+        (None, None) => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{chain, ConfigProblem, Error};
-use crate::pem::{pem_problem, read_pem};
+use crate::pem::read_pem;
 use crate::secret::Secret;
 use crate::Result;
 
@@ -135,36 +135,18 @@ pub(crate) fn endpoint_problem(endpoint: &str) -> Option<String> {
 }
 
 fn tls_problems(tls: &EtcdTls, problem: &mut impl FnMut(&str, String)) {
-    match &tls.ca {
-        None => problem(
+    if tls.ca.is_none() {
+        problem(
             "tls.ca",
             "is missing; name the PEM file of the CA that signed the servers' certificates".into(),
-        ),
-        Some(ca) => {
-            if let Some(p) = pem_problem(ca, "CA certificate") {
-                problem("tls.ca", p);
-            }
-        }
+        );
     }
-    match (&tls.cert, &tls.key) {
-        (Some(cert), Some(key)) => {
-            if let Some(p) = pem_problem(cert, "certificate") {
-                problem("tls.cert", p);
-            }
-            if let Some(p) = pem_problem(key, "private key") {
-                problem("tls.key", p);
-            }
-        }
-        (Some(_), None) => problem(
-            "tls.key",
-            "is missing: tls.cert is set; name its key's PEM file".into(),
-        ),
-        (None, Some(_)) => problem(
-            "tls.cert",
-            "is missing: tls.key is set; name the certificate's PEM file".into(),
-        ),
-        (None, None) => {}
-    }
+    crate::pem::tls_file_problems(
+        tls.ca.as_deref(),
+        tls.cert.as_deref(),
+        tls.key.as_deref(),
+        problem,
+    );
 }
 
 fn invalid(field: &str, name: &str, message: String) -> Error {

@@ -12,7 +12,6 @@ use async_nats::{ConnectErrorKind, ConnectOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigProblem;
-use crate::pem::pem_problem;
 use crate::secret::Secret;
 
 /// TLS to NATS. Setting it requires TLS of every server (as a `tls://` URL does).
@@ -57,24 +56,12 @@ impl Access {
 /// Problems with the access settings; `problem(name, message)` prefixes the section's field.
 pub(crate) fn access_problems(access: &Access, problem: &mut impl FnMut(&str, String)) {
     if let Some(tls) = &access.tls {
-        if let Some(ca) = &tls.ca {
-            if let Some(p) = pem_problem(ca, "CA certificate") {
-                problem("tls.ca", p);
-            }
-        }
-        match (&tls.cert, &tls.key) {
-            (Some(cert), Some(key)) => {
-                if let Some(p) = pem_problem(cert, "certificate") {
-                    problem("tls.cert", p);
-                }
-                if let Some(p) = pem_problem(key, "private key") {
-                    problem("tls.key", p);
-                }
-            }
-            (Some(_), None) => problem("tls.key", "is missing: tls.cert is set".into()),
-            (None, Some(_)) => problem("tls.cert", "is missing: tls.key is set".into()),
-            (None, None) => {}
-        }
+        crate::pem::tls_file_problems(
+            tls.ca.as_deref(),
+            tls.cert.as_deref(),
+            tls.key.as_deref(),
+            problem,
+        );
     }
     let logins = [
         access.user.is_some() || access.password.is_some(),
