@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::World;
-use harvester::config::KafkaConfig;
+use harvester::assign::neli::NeliAssignorConfig;
+use harvester::config::{KafkaConfig, LeaderConfig};
 use harvester::election::neli::NeliConfig;
 use harvester::{Config, Harvester};
 use testkit::acl::{self, Acl};
@@ -94,13 +95,12 @@ fn transactional(mut config: Config, id: &str) -> Config {
 }
 
 /// How long a refused harvester may take to stop: the start's connection check, NELI's
-/// session (joining and reading back the first heartbeat fit in it), a transactional
-/// registration (`txn_call_timeout`: the succession plus 5 s), and 10 s for librdkafka's
-/// connections and retries.
+/// session (3 x the lease: joining and reading back the first heartbeat fit in it), a
+/// transactional registration (`txn_call_timeout`: the succession plus 5 s), and 10 s for
+/// librdkafka's connections and retries.
 fn bound(config: &Config) -> Duration {
-    let neli = config.leader.neli().expect("a neli leader").resolve();
     config.limits.connect_timeout
-        + neli.session_timeout()
+        + config.leader.lease() * 3
         + config.leader.succession()
         + Duration::from_secs(15)
 }
@@ -298,4 +298,61 @@ async fn neli_creating_its_leader_topic_needs_create_on_it() {
     .unwrap();
     world.write_keys("r", 4, 5, 5).await;
     refused(&world, uncreated, &Acl::topic("Create", &leader)).await;
+}
+
+/// The world's config as `harvester`, sharing 4 buckets with `neli_buckets` on leader topic
+/// `topic`.
+fn sharing(world: &World, s: &SecuredKafka, topic: &str, create_topic: bool) -> Config {
+    let mut config = as_harvester(world, s);
+    config.leader = LeaderConfig::NeliBuckets(NeliAssignorConfig {
+        group_id: Some(world.group.clone()),
+        topic: Some(topic.to_owned()),
+        heartbeat_timeout: Duration::from_secs(1),
+        min_poll_interval: Duration::from_millis(50),
+        create_topic,
+        buckets: 4,
+        ..Default::default()
+    });
+    config
+}
+
+/// Bucket sharing with `neli_buckets`: as for NELI, Read on the group and Read and Write on the
+/// leader topic (`<group>.neli-buckets`, created here beforehand), plus Read on the heartbeat
+/// reader's group (`<group>.reader`). Each one missing ends the assignor (so the harvester)
+/// with the refusal, before any bucket is harvested. Creating the topic needs Create on it.
+#[tokio::test]
+async fn neli_buckets_needs_exactly_the_documented_acls() {
+    let Some(s) = secured() else { return };
+    let _held = hold_principal(&s).await;
+    let mut world = World::new("lpbuckets", 2).await;
+    world.migrate().await;
+    let leader = testkit::names::topic("lpbuckets.neli-buckets");
+    world.broker.create_topic(&leader, 4).await.unwrap();
+    let config = sharing(&world, &s, &leader, false);
+    let LeaderConfig::NeliBuckets(assignor) = &config.leader else {
+        unreachable!()
+    };
+    let reader_group = assignor.resolve().reader_group();
+    let acls = vec![
+        Acl::topic("Write", &world.topic),
+        Acl::group("Read", &world.group),
+        Acl::group("Read", &reader_group),
+        Acl::topic("Read", &leader),
+        Acl::topic("Write", &leader),
+    ];
+    each_acl_is_needed(&mut world, &s, config, &acls).await;
+
+    let uncreated = testkit::names::topic("lpbuckets.uncreated");
+    acl::grant(
+        &s.plaintext,
+        PRINCIPAL,
+        &[
+            Acl::topic("Read", &uncreated),
+            Acl::topic("Write", &uncreated),
+        ],
+    )
+    .unwrap();
+    world.write_keys("c", 4, 5, 5).await;
+    let creating = sharing(&world, &s, &uncreated, true);
+    refused(&world, creating, &Acl::topic("Create", &uncreated)).await;
 }

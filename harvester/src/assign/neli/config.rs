@@ -150,13 +150,18 @@ impl Resolved {
         }
     }
 
+    /// The heartbeat reader's group id (see [`Resolved::forced_reader`]).
+    pub fn reader_group(&self) -> String {
+        format!("{}.reader", self.neli.group_id)
+    }
+
     /// Settings of the consumer that reads heartbeats back from the partitions this member
     /// holds. It is assigned partitions by hand and never joins a group; librdkafka still wants
     /// a group id for that, one no member subscribes with.
     pub fn forced_reader(&self) -> Vec<(&'static str, String)> {
         let ms = |d: Duration| d.as_millis().to_string();
         vec![
-            ("group.id", format!("{}.reader", self.neli.group_id)),
+            ("group.id", self.reader_group()),
             ("enable.auto.commit", "false".into()),
             ("auto.offset.reset", "latest".into()),
             ("enable.partition.eof", "false".into()),

@@ -19,6 +19,7 @@ use rdkafka::{ClientConfig, TopicPartitionList};
 
 use super::Shared;
 use crate::election::neli::generation;
+use crate::election::neli::refusal::{consumer_wants, refused};
 use crate::election::wait_ack_blocking;
 use crate::error::Error;
 use crate::Result;
@@ -120,9 +121,16 @@ pub(crate) fn run(
                     config.session_timeout(),
                 ));
             }
-            Some(Err(e)) if last_error_log.elapsed() > Duration::from_secs(5) => {
-                tracing::warn!(member = %config.name, "bucket-assignment consumer: {e}");
-                last_error_log = Instant::now();
+            Some(Err(e)) => {
+                let wanted = consumer_wants(&config.group_id, &config.topic, &e);
+                if let Some(refusal) = refused(kafka, &e, wanted) {
+                    shared.stop.store(true, Ordering::SeqCst);
+                    return Err(refusal);
+                }
+                if last_error_log.elapsed() > Duration::from_secs(5) {
+                    tracing::warn!(member = %config.name, "bucket-assignment consumer: {e}");
+                    last_error_log = Instant::now();
+                }
             }
             _ => {}
         }

@@ -16,11 +16,13 @@ use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
+use super::topic::HeartbeatProducer;
 use super::{group, topic, Shared};
 use crate::election::neli::heartbeat::{now_ms, Heartbeat};
+use crate::election::neli::refusal::{consumer_wants, refused, HeartbeatContext};
 use crate::error::Error;
 use crate::kafka::KafkaConfig;
 use crate::Result;
@@ -50,9 +52,9 @@ type Reader = BaseConsumer<ReaderContext>;
 /// Runs the assignor until it is closed (or fails); see the module docs.
 pub(crate) fn run(shared: &Arc<Shared>, clients: Clients) -> Result<()> {
     let config = &shared.config.neli;
-    let producer: BaseProducer = clients
+    let producer: HeartbeatProducer = clients
         .producer
-        .create()
+        .create_with_context(HeartbeatContext::new(&config.name))
         .map_err(Error::kafka("create the heartbeat producer"))?;
     topic::ensure(
         &clients.kafka,
@@ -82,20 +84,24 @@ pub(crate) fn run(shared: &Arc<Shared>, clients: Clients) -> Result<()> {
             })?
     };
 
+    let reader_group = shared.config.reader_group();
     let mut reading = BTreeSet::new();
     let mut last_error_log = Instant::now() - Duration::from_secs(60);
     let mut topic_checked = Instant::now();
-    let mut drift = None;
+    // Why this member ends (a drifted topic, a refused ACL), once it does: everything is fenced
+    // at once (the marks' gate sees it before any event), then the group is left.
+    let mut failed = None;
+    let mut fail = |e: Error| {
+        if failed.is_none() {
+            shared.table.lock().finish();
+            shared.stop.store(true, Ordering::SeqCst);
+            failed = Some(e);
+        }
+    };
     while !group.is_finished() {
         shared.stalled();
-        if drift.is_none() {
-            drift = topic_drift(shared, &producer, &mut topic_checked).err();
-            if drift.is_some() {
-                // Fence everything at once (the marks' gate sees it before any event), then
-                // leave the group.
-                shared.table.lock().finish();
-                shared.stop.store(true, Ordering::SeqCst);
-            }
+        if let Err(e) = topic_drift(shared, &producer, &mut topic_checked) {
+            fail(e);
         }
         follow(
             &reader,
@@ -115,9 +121,14 @@ pub(crate) fn run(shared: &Arc<Shared>, clients: Clients) -> Result<()> {
                             .on_heartbeat(message.partition(), &hb, now_ms());
                     }
                 }
-                Some(Err(e)) if last_error_log.elapsed() > Duration::from_secs(5) => {
-                    tracing::warn!(member = %config.name, "heartbeat reader: {e}");
-                    last_error_log = Instant::now();
+                Some(Err(e)) => {
+                    let wanted = consumer_wants(&reader_group, &config.topic, &e);
+                    if let Some(refusal) = refused(&clients.kafka, &e, wanted) {
+                        fail(refusal);
+                    } else if last_error_log.elapsed() > Duration::from_secs(5) {
+                        tracing::warn!(member = %config.name, "heartbeat reader: {e}");
+                        last_error_log = Instant::now();
+                    }
                 }
                 _ => {}
             }
@@ -126,6 +137,12 @@ pub(crate) fn run(shared: &Arc<Shared>, clients: Clients) -> Result<()> {
             }
         }
         producer.poll(Duration::ZERO);
+        if let Some(refusal) = producer
+            .context()
+            .take_refusal(&clients.kafka, &config.topic)
+        {
+            fail(refusal);
+        }
         let heartbeats = shared.table.lock().heartbeats();
         for (partition, hb) in heartbeats {
             let payload = hb.encode();
@@ -144,7 +161,7 @@ pub(crate) fn run(shared: &Arc<Shared>, clients: Clients) -> Result<()> {
             "the bucket-assignment group thread (it panicked)",
         ))
     });
-    let outcome = match drift {
+    let outcome = match failed {
         Some(e) => Err(e),
         None => outcome,
     };
@@ -159,7 +176,7 @@ const TOPIC_CHECK: Duration = Duration::from_secs(30);
 /// Checks the leader topic's partition count again every [`TOPIC_CHECK`], and at once when this
 /// member holds a partition at or above P (the topic grew, and the group assigned the new ones):
 /// members that map buckets to partitions with different counts would share buckets.
-fn topic_drift(shared: &Shared, producer: &BaseProducer, checked: &mut Instant) -> Result<()> {
+fn topic_drift(shared: &Shared, producer: &HeartbeatProducer, checked: &mut Instant) -> Result<()> {
     let p = i32::from(shared.config.partitions);
     let beyond = shared.table.lock().held().iter().any(|&held| held >= p);
     if !beyond && checked.elapsed() < TOPIC_CHECK {

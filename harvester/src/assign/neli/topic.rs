@@ -18,12 +18,19 @@ use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::config::Resolved;
+use crate::election::neli::refusal::{create_refused, HeartbeatContext};
 use crate::error::{ConfigProblem, Error};
 use crate::kafka::KafkaConfig;
 use crate::Result;
 
+pub(crate) type HeartbeatProducer = BaseProducer<HeartbeatContext>;
+
 /// Partitions of `topic`, `None` when it is missing or the broker did not answer.
-pub(crate) fn partitions(producer: &BaseProducer, topic: &str, timeout: Duration) -> Option<usize> {
+pub(crate) fn partitions(
+    producer: &HeartbeatProducer,
+    topic: &str,
+    timeout: Duration,
+) -> Option<usize> {
     let metadata = producer.client().fetch_metadata(None, timeout).ok()?;
     metadata
         .topics()
@@ -34,10 +41,10 @@ pub(crate) fn partitions(producer: &BaseProducer, topic: &str, timeout: Duration
 
 /// Creates the topic with P partitions when missing (if allowed), waits until it exists (each
 /// request bounded by `timeout`; `stopped` ends the wait, with `Ok`), and fails unless it has
-/// exactly P partitions.
+/// exactly P partitions, or when the principal may not create it.
 pub(crate) fn ensure(
     kafka: &KafkaConfig,
-    producer: &BaseProducer,
+    producer: &HeartbeatProducer,
     config: &Resolved,
     timeout: Duration,
     stopped: &dyn Fn() -> bool,
@@ -60,14 +67,18 @@ pub(crate) fn ensure(
                     );
                     continue;
                 }
-                Err(e) if !waiting_logged => {
-                    tracing::warn!(
-                        topic,
-                        "cannot create the leader topic ({e}); waiting for it to exist"
-                    );
-                    waiting_logged = true;
+                Err((e, code)) => {
+                    if let Some(refusal) = code.and_then(|c| create_refused(kafka, c, &e, topic)) {
+                        return Err(refusal);
+                    }
+                    if !waiting_logged {
+                        tracing::warn!(
+                            topic,
+                            "cannot create the leader topic ({e}); waiting for it to exist"
+                        );
+                        waiting_logged = true;
+                    }
                 }
-                Err(_) => {}
             }
         } else if !waiting_logged {
             tracing::warn!(
@@ -108,27 +119,28 @@ pub(crate) fn check(config: &Resolved, found: usize) -> Result<()> {
     )]))
 }
 
+/// Creates the topic; an error carries the broker's code when it answered with one.
 fn create(
     kafka: &KafkaConfig,
     topic: &str,
     partitions: u16,
     timeout: Duration,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), (String, Option<RDKafkaErrorCode>)> {
     let admin: AdminClient<DefaultClientContext> = kafka
         .client_config("kafka", "admin client", &[])
-        .map_err(|_| "invalid admin config".to_owned())?
+        .map_err(|_| ("invalid admin config".to_owned(), None))?
         .create()
-        .map_err(|e: KafkaError| e.to_string())?;
+        .map_err(|e: KafkaError| (e.to_string(), None))?;
     let new_topic = NewTopic::new(topic, i32::from(partitions), TopicReplication::Fixed(-1));
     let options = AdminOptions::new()
         .operation_timeout(Some(timeout))
         .request_timeout(Some(timeout));
     let results = futures::executor::block_on(admin.create_topics([&new_topic], &options))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| (e.to_string(), None))?;
     for result in results {
         match result {
             Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((_, code)) => return Err(code.to_string()),
+            Err((_, code)) => return Err((code.to_string(), Some(code))),
         }
     }
     Ok(())

@@ -23,6 +23,7 @@ pub(crate) use config::kafka_problems;
 pub(crate) mod generation;
 pub mod heartbeat;
 pub(crate) mod pulser;
+pub(crate) mod refusal;
 pub(crate) mod session;
 
 use std::sync::Arc;

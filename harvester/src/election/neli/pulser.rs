@@ -15,7 +15,6 @@ use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
-use rdkafka::message::DeliveryResult;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
@@ -23,10 +22,11 @@ use rdkafka::{ClientConfig, TopicPartitionList};
 use tokio::sync::watch;
 
 use super::heartbeat::{now_ms, Heartbeat};
+use super::refusal::{consumer_wants, create_refused, refused, HeartbeatContext};
 use super::Shared;
 use crate::election::{wait_ack_blocking, Ack, ElectionEvent, ElectorState, Term};
 use crate::error::Error;
-use crate::kafka::{KafkaConfig, Wanted};
+use crate::kafka::KafkaConfig;
 use crate::Result;
 
 type Closed = watch::Sender<crate::election::ClosedState>;
@@ -69,56 +69,6 @@ struct NeliContext {
 impl ClientContext for NeliContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
         crate::kafka::log_to_tracing(&self.shared.config.name, level, fac, message);
-    }
-}
-
-/// The heartbeat producer's delivery reports: only a refusal matters (any other lost heartbeat
-/// shows as a lapse).
-struct HeartbeatContext {
-    member: String,
-    refused: parking_lot::Mutex<Option<KafkaError>>,
-}
-
-impl ClientContext for HeartbeatContext {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        crate::kafka::log_to_tracing(&self.member, level, fac, message);
-    }
-}
-
-impl ProducerContext for HeartbeatContext {
-    type DeliveryOpaque = ();
-
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if let Err((e, _)) = result {
-            if e.rdkafka_error_code() == Some(RDKafkaErrorCode::TopicAuthorizationFailed) {
-                *self.refused.lock() = Some(e.clone());
-            }
-        }
-    }
-}
-
-/// The error that ends the election when the cluster refused what `wanted` names for want of
-/// an ACL (the group, the leader topic): a new client would be refused the same way, and NELI
-/// would otherwise contend for ever without leading.
-fn refused(kafka: &KafkaConfig, error: &KafkaError, wanted: Wanted<'_>) -> Option<Error> {
-    let bootstrap = kafka.get("bootstrap.servers").unwrap_or_default();
-    crate::kafka::refusal(
-        bootstrap,
-        error.rdkafka_error_code()?,
-        &error.to_string(),
-        wanted,
-    )
-}
-
-/// What a consumer error refuses: membership of the group, or reading the leader topic.
-fn consumer_wants<'a>(config: &'a super::Resolved, error: &KafkaError) -> Wanted<'a> {
-    match error.rdkafka_error_code() {
-        Some(RDKafkaErrorCode::GroupAuthorizationFailed) => Wanted::Group(&config.group_id),
-        Some(RDKafkaErrorCode::TopicAuthorizationFailed) => Wanted::Topic {
-            operation: "Read",
-            name: &config.topic,
-        },
-        _ => Wanted::Unknown,
     }
 }
 
@@ -199,10 +149,7 @@ fn run(
 ) -> Result<()> {
     let config = &shared.config;
     let producer: BaseProducer<HeartbeatContext> = producer_config
-        .create_with_context(HeartbeatContext {
-            member: config.name.clone(),
-            refused: parking_lot::Mutex::new(None),
-        })
+        .create_with_context(HeartbeatContext::new(&config.name))
         .map_err(Error::kafka("create the heartbeat producer"))?;
     if config.create_topic {
         ensure_topic(
@@ -233,7 +180,8 @@ fn run(
                     }
                 }
                 Some(Err(e)) => {
-                    if let Some(refusal) = refused(kafka, &e, consumer_wants(config, &e)) {
+                    let wanted = consumer_wants(&config.group_id, &config.topic, &e);
+                    if let Some(refusal) = refused(kafka, &e, wanted) {
                         return Err(refusal);
                     }
                     if super::session::is_refused_session(&e) {
@@ -255,12 +203,8 @@ fn run(
             }
         }
         producer.poll(Duration::ZERO);
-        if let Some(e) = producer.context().refused.lock().take() {
-            let wanted = Wanted::Topic {
-                operation: "Write",
-                name: &config.topic,
-            };
-            return Err(refused(kafka, &e, wanted).expect("a topic authorization failure"));
+        if let Some(refusal) = producer.context().take_refusal(kafka, &config.topic) {
+            return Err(refusal);
         }
         let heartbeat = {
             let inner = shared.inner.lock();
@@ -453,12 +397,7 @@ fn ensure_topic<C: ProducerContext>(
     match created {
         Ok(()) => tracing::info!(topic, "created the leader topic"),
         Err((e, Some(code))) if code == RDKafkaErrorCode::TopicAuthorizationFailed => {
-            let bootstrap = kafka.get("bootstrap.servers").unwrap_or_default();
-            let wanted = Wanted::Topic {
-                operation: "Create",
-                name: topic,
-            };
-            return Err(crate::kafka::refusal(bootstrap, code, &e, wanted).expect("a refusal"));
+            return Err(create_refused(kafka, code, &e, topic).expect("a refusal"));
         }
         Err((e, _)) => tracing::warn!(
             topic,
