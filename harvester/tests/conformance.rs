@@ -967,6 +967,9 @@ mod secured {
                 ("leader.tls.key", "-".into()),
             ];
             secured.fails_naming(&no_client, "leader.tls.cert", &wrong);
+            // The user's role may read and write under /harvester/ and /conformance/ only.
+            let elsewhere = [("leader.prefix", format!("/elsewhere/{}", uuid_like()))];
+            secured.fails_naming(&elsewhere, "leader.user", &wrong);
         }
     }
 

@@ -356,3 +356,47 @@ async fn neli_buckets_needs_exactly_the_documented_acls() {
     let creating = sharing(&world, &s, &uncreated, true);
     refused(&world, creating, &Acl::topic("Create", &uncreated)).await;
 }
+
+/// The bench's verifier (README "Kafka ACLs"): Read on the topic it checks and on its groups,
+/// named `verifier-<unique>` (a prefixed ACL). With both it verifies what a harvester wrote;
+/// without either it fails at once, naming the ACL, instead of reporting the records lost.
+#[tokio::test]
+async fn the_verifier_needs_read_on_its_topic_and_group_prefix() {
+    let Some(s) = secured() else { return };
+    let _held = hold_principal(&s).await;
+    let world = World::new("lpverify", 2).await;
+    world.migrate().await;
+    world.write(4, 5, 5).await;
+    let handle = world.start_leading(world.config()).await;
+    world.drained().await;
+    handle.stop().await.unwrap();
+    let group = Acl {
+        prefixed: true,
+        ..Acl::group("Read", testkit::verify::GROUP_PREFIX)
+    };
+    let acls = [Acl::topic("Read", &world.topic), group];
+    grant_exactly(&s, &acls);
+    let client = testkit::verify::ClientSettings::sasl_ssl(&s, HARVESTER);
+    let timeout = Duration::from_secs(30);
+    let report = world.verify_through(&client, timeout).await.unwrap();
+    println!("with exactly these ACLs: {report}");
+    report.assert_correct();
+    assert_eq!(report.delivered, 20);
+    for missing in &acls {
+        acl::revoke(&s.plaintext, PRINCIPAL, std::slice::from_ref(missing)).unwrap();
+        let started = Instant::now();
+        let err = world.verify_through(&client, timeout).await.unwrap_err();
+        let text = err.to_string();
+        println!(
+            "without {missing}: failed after {:?}: {text}",
+            started.elapsed()
+        );
+        assert!(started.elapsed() < timeout, "a refusal, not the timeout");
+        assert!(
+            text.contains("may not Read") && text.contains(&missing.resource_args().join(" ")),
+            "the ACL in: {text}"
+        );
+        acl::grant(&s.plaintext, PRINCIPAL, std::slice::from_ref(missing)).unwrap();
+    }
+    world.verify(timeout).await.assert_correct();
+}

@@ -306,6 +306,25 @@ impl World {
         verifier.report()
     }
 
+    /// Verifies what the topic holds as a consumer reading through `client` would (another
+    /// listener, another principal), keeping the expectations for a later [`World::verify`].
+    pub async fn verify_through(
+        &self,
+        client: &testkit::verify::ClientSettings,
+        timeout: Duration,
+    ) -> Result<testkit::Report, testkit::TestkitError> {
+        let mut options = testkit::verify::ConsumeOptions::new(
+            self.broker.bootstrap(),
+            &[&self.topic],
+            &self.run,
+        )
+        .through(client);
+        options.timeout = timeout;
+        let verifier = self.verifier.lock().clone();
+        let verifier = testkit::verify::consume(options, verifier, |_, _, _| {}).await?;
+        Ok(verifier.report())
+    }
+
     pub async fn outbox_rows(&self) -> i64 {
         self.db.count(&self.table()).await
     }

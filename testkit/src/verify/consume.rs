@@ -9,8 +9,33 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
+use rdkafka::types::RDKafkaErrorCode;
+
 use super::{ClientSettings, Verifier};
 use crate::{envelope, TestkitError};
+
+/// The verifier's consumer groups are named `<GROUP_PREFIX>-<unique>`: an ACL for Read on
+/// groups with this prefix lets it read on a cluster with an authorizer.
+pub const GROUP_PREFIX: &str = "verifier";
+
+/// The error for a read the cluster refused for want of an ACL (which no retry clears): the
+/// topic (`topics`) or the consumer group, with the ACL that grants it. `None` for other codes.
+fn refusal(code: RDKafkaErrorCode, topics: &str, group: &str) -> Option<TestkitError> {
+    let (what, acl) = match code {
+        RDKafkaErrorCode::TopicAuthorizationFailed => (
+            format!("topic {topics}"),
+            format!("--operation Read --topic {topics}"),
+        ),
+        RDKafkaErrorCode::GroupAuthorizationFailed => (
+            format!("group {group}"),
+            format!("--operation Read --group {GROUP_PREFIX} --resource-pattern-type prefixed"),
+        ),
+        _ => return None,
+    };
+    Some(TestkitError::Verify(format!(
+        "the verifier's principal may not Read {what} ({code:?}); grant it with an ACL: {acl}"
+    )))
+}
 
 /// What to read and for how long.
 #[derive(Debug, Clone)]
@@ -71,12 +96,13 @@ fn consume_blocking<F>(
 where
     F: FnMut(&str, &[u8], u64),
 {
+    let group = crate::names::unique(GROUP_PREFIX);
     let consumer: BaseConsumer = ClientSettings {
         bootstrap: options.bootstrap.clone(),
         properties: options.properties.clone(),
     }
     .client_config()?
-    .set("group.id", crate::names::unique("verifier"))
+    .set("group.id", &group)
     .set("enable.auto.commit", "false")
     .set("enable.partition.eof", "false")
     .set("fetch.wait.max.ms", "50")
@@ -84,12 +110,14 @@ where
     let mut assignment = TopicPartitionList::new();
     for topic in &options.topics {
         let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
-        let partitions = metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic)
-            .map(|t| t.partitions().len())
-            .unwrap_or(0);
+        let found = metadata.topics().iter().find(|t| t.name() == topic);
+        if let Some(error) = found.and_then(|t| t.error()) {
+            let code = RDKafkaErrorCode::from(error);
+            if let Some(refused) = refusal(code, topic, &group) {
+                return Err(refused);
+            }
+        }
+        let partitions = found.map(|t| t.partitions().len()).unwrap_or(0);
         if partitions == 0 {
             return Err(TestkitError::Verify(format!(
                 "topic {topic} has no partitions"
@@ -120,12 +148,21 @@ where
         };
         let message = match message {
             Ok(m) => m,
-            // Transport errors are transient: librdkafka reconnects by itself.
-            Err(e) if !matches!(e, rdkafka::error::KafkaError::Global(_)) => {
-                tracing::debug!("verifier: transient consumer error: {e}");
-                continue;
+            Err(e) => {
+                let refused = e.rdkafka_error_code().and_then(|code| {
+                    let topics = options.topics.join(",");
+                    refusal(code, &topics, &group)
+                });
+                if let Some(refused) = refused {
+                    return Err(refused);
+                }
+                // Transport errors are transient: librdkafka reconnects by itself.
+                if !matches!(e, rdkafka::error::KafkaError::Global(_)) {
+                    tracing::debug!("verifier: transient consumer error: {e}");
+                    continue;
+                }
+                return Err(e.into());
             }
-            Err(e) => return Err(e.into()),
         };
         let identity = message
             .headers()

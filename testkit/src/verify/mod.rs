@@ -23,7 +23,7 @@ use std::fmt;
 
 pub use aborted::{probe_aborted, AbortedProbe};
 pub use client::{ClientSettings, SASL_SSL_MECHANISM};
-pub use consume::{consume, ConsumeOptions};
+pub use consume::{consume, ConsumeOptions, GROUP_PREFIX};
 
 /// At most this many examples are kept per category.
 const EXAMPLES: usize = 20;
@@ -48,7 +48,7 @@ impl fmt::Display for RecordId {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct KeyState {
     /// Deliveries per seq; index = seq.
     delivered: Vec<u32>,
@@ -69,7 +69,7 @@ fn slot<T: Default + Clone>(v: &mut Vec<T>, seq: u64) -> &mut T {
 }
 
 /// Bookkeeping for one run.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Verifier {
     keys: HashMap<(String, Vec<u8>), KeyState>,
     expected: u64,
