@@ -148,6 +148,18 @@ impl Member {
             .unwrap_or(0)
     }
 
+    /// The most records it had in flight in any meter event that arrived before `at` (its
+    /// pipeline holds no more than that when it is stopped there, give or take one meter
+    /// interval's growth); `None` before its first meter event.
+    pub fn in_flight_before(&self, at: Instant) -> Option<u64> {
+        self.proc
+            .lines_of("meter")
+            .iter()
+            .filter(|l| l.at <= at)
+            .filter_map(|l| l.value["in_flight_records"].as_u64())
+            .max()
+    }
+
     /// Every meter event's (arrival, cumulative `published` count), oldest first.
     pub fn published_series(&self) -> Vec<(Instant, u64)> {
         self.proc

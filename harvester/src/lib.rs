@@ -113,7 +113,7 @@
 mod base64;
 mod error;
 mod hash;
-mod pem;
+pub mod pem;
 
 pub mod assign;
 pub mod config;

@@ -1,11 +1,51 @@
-//! Certificate and key files checked before a client is built.
+//! Certificate and key files checked before a client is built, and the crypto provider of the
+//! rustls clients built from them.
 //!
 //! A TLS client given a missing file, or one that holds DER or nothing, fails late and vaguely
 //! (often as a handshake error against the server), so `validate()` reads each file named in
 //! the config once and says which setting is wrong and why. A leaf: Kafka's, the databases',
 //! the electors' and Rink's settings use it alike.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Installs ring as the process's rustls crypto provider unless one is installed already (by
+/// the application, or an earlier call). rustls chooses one by itself only when exactly one is
+/// built in; with `mssql-tls` (tiberius's rustls brings aws-lc) two are, and a client built
+/// without an installed provider panics. Called before every rustls client (NATS, etcd, the
+/// databases) is built.
+pub(crate) fn ensure_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A client's TLS files (etcd's `leader.tls`, NATS's): the CA that signed the servers'
+/// certificates and, for servers that verify clients, this client's certificate and key. PEM
+/// files. Whether `ca` is required, and which roots are trusted without it, is the section's
+/// to say ([`crate::election::etcd`]: required; NATS: the webpki roots besides).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientTls {
+    /// The CA certificate(s) to trust (PEM).
+    pub ca: Option<PathBuf>,
+    /// This client's certificate (PEM), with `key`. Default none.
+    pub cert: Option<PathBuf>,
+    /// The private key of `cert` (PEM file; keys are never inline). Default none.
+    pub key: Option<PathBuf>,
+}
+
+impl ClientTls {
+    /// The problems of these files, each under its field (see [`tls_file_problems`]).
+    #[allow(dead_code)] // used by the electors behind the nats and etcd features
+    pub(crate) fn file_problems(&self, problem: &mut impl FnMut(&str, String)) {
+        tls_file_problems(
+            self.ca.as_deref(),
+            self.cert.as_deref(),
+            self.key.as_deref(),
+            problem,
+        );
+    }
+}
 
 /// Why the file at `path` cannot serve as PEM (`what`: "certificate", "private key"), if it
 /// cannot: unreadable, or no `-----BEGIN ` line in it. The message names the file, never its
@@ -71,6 +111,18 @@ pub(crate) fn tls_file_problems(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With `mssql-tls` both ring and aws-lc are built in, and rustls's `builder()` panics
+    /// unless a provider was installed (CI runs this with that feature).
+    #[test]
+    fn rustls_clients_have_a_provider_whatever_the_features() {
+        ensure_crypto_provider();
+        ensure_crypto_provider();
+        let roots = rustls::RootCertStore::empty();
+        let _ = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    }
 
     #[test]
     fn a_missing_or_non_pem_file_is_named() {

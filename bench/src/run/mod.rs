@@ -24,6 +24,7 @@
 
 pub mod cpu;
 mod faults;
+mod rewinds;
 mod rolling;
 pub(crate) mod setup;
 pub mod sizing;
@@ -592,6 +593,9 @@ async fn run_on(
     let addrs: Vec<_> = fleet.members.iter().map(|m| m.http).collect();
     let stages = tokio::task::block_in_place(|| crate::stages::scrape(&addrs));
     tokio::task::block_in_place(|| fleet.stop());
+    let zombie_in_flight = faulted
+        .filter(|_| scenario.kind == Kind::FailoverZombie)
+        .and_then(|(i, stopped)| fleet.members[i].in_flight_before(stopped));
     let harvester_acks: u64 = fleet
         .members
         .iter()
@@ -731,12 +735,14 @@ async fn run_on(
     } else {
         0
     };
-    // A leader resumed from SIGSTOP can still write a produce request librdkafka had built
-    // before the stall (only broker-side fencing, transactional producer epochs, closes that):
-    // there, rewinds are counted and reported, not failed. Everywhere else they fail the run.
-    let rewinds_allowed = scenario.kind == Kind::FailoverZombie;
+    let rewinds_allowed = rewinds::allowed(rewinds::Fence {
+        kind: scenario.kind,
+        transactional: rewinds::transactional(&settings),
+        fences_epochs: broker.embedded().is_none(),
+        zombie_in_flight,
+    });
     let clean = c.reordered == 0
-        && (c.rewinds == 0 || rewinds_allowed)
+        && c.rewinds <= rewinds_allowed
         && c.unexpected == 0
         && c.delivered + c.lost == c.expected;
     let evicted = collected.evicted();
@@ -785,6 +791,7 @@ async fn run_on(
         passed: verdict == Verdict::Passed,
         verdict,
         verdict_note,
+        rewinds_allowed,
         problems: a.problems,
         left_in_outbox,
         quarantined,

@@ -9,9 +9,11 @@
 //! - **duplicate**: a delivery of a seq already delivered;
 //! - **reordered**: a seq whose *first* delivery came after the first delivery of a higher seq
 //!   (a consumer that de-duplicates would see causality broken);
-//! - **rewind**: a duplicate of a lower seq arriving right after a higher one (5,6,5): a consumer
-//!   that does not de-duplicate sees history go back. MP/R with one record per key in flight
-//!   never rewinds, so harvester tests assert this too;
+//! - **rewind**: a step back: a delivery whose seq is below that of the key's previous delivery,
+//!   whether it repeats a seq (5,6,5) or delivers one for the first time (5,7,6, also reordered).
+//!   Counted per step back, apart from duplicates: a consumer that does not de-duplicate sees
+//!   the key's history go back that many times. MP/R with one record per key in flight never
+//!   rewinds, so harvester tests assert this too; a duplicate at the end (5,6,6) is none;
 //! - **unexpected**: delivered for this run but never expected (e.g. a rolled-back row).
 
 mod aborted;
@@ -159,10 +161,10 @@ impl Verifier {
         } else {
             self.duplicates += 1;
             note(&mut self.examples.duplicates, id);
-            if state.last.is_some_and(|last| seq < last) {
-                self.rewinds += 1;
-                note(&mut self.examples.rewinds, id);
-            }
+        }
+        if state.last.is_some_and(|last| seq < last) {
+            self.rewinds += 1;
+            note(&mut self.examples.rewinds, id);
         }
         state.last = Some(seq);
     }

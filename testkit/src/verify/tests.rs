@@ -60,6 +60,8 @@ fn catches_reorder() {
     let r = v.report();
     assert_eq!(r.reordered, 1);
     assert_eq!(r.reordered_examples[0].seq, 1);
+    // A first delivery that steps back is a rewind as well: no duplicate is needed for one.
+    assert_eq!((r.rewinds, r.duplicates), (1, 0));
     assert!(!r.is_correct());
 }
 
@@ -73,6 +75,23 @@ fn catches_rewind() {
     let r = v.report();
     assert_eq!((r.duplicates, r.rewinds, r.reordered), (2, 1, 0));
     assert!(!r.is_correct());
+}
+
+#[test]
+fn counts_each_step_back_as_a_rewind() {
+    let mut v = Verifier::new();
+    expect_all(&mut v, &["a", "b"], 3);
+    // a: 0,1,2 then the window 1,2 twice: two steps back, four duplicates.
+    for s in [0, 1, 2, 1, 2, 1, 2] {
+        v.observe("t", b"a", s);
+    }
+    // b: in order, then its last record again: a duplicate, no step back.
+    for s in [0, 1, 2, 2] {
+        v.observe("t", b"b", s);
+    }
+    let r = v.report();
+    assert_eq!((r.duplicates, r.rewinds, r.reordered), (5, 2, 0));
+    assert_eq!(r.rewind_examples.len(), 2);
 }
 
 #[test]

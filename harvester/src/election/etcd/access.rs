@@ -9,29 +9,19 @@
 //! client certificate comes with its key, both from PEM files; `user` and `password` come
 //! together. No message carries the password.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
-use serde::{Deserialize, Serialize};
 
 use crate::error::{chain, ConfigProblem, Error};
 use crate::pem::read_pem;
 use crate::secret::Secret;
 use crate::Result;
 
-/// TLS to etcd: the CA that signed the servers' certificates and, for a cluster started with
-/// `--client-cert-auth`, this member's certificate and key. PEM files.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EtcdTls {
-    /// The CA certificate(s) to trust (PEM). Required: no system roots are used.
-    pub ca: Option<PathBuf>,
-    /// This member's certificate (PEM), with `key`. Default none.
-    pub cert: Option<PathBuf>,
-    /// The private key of `cert` (PEM file; keys are never inline). Default none.
-    pub key: Option<PathBuf>,
-}
+/// TLS to etcd: `ca` is required (no system roots are used); `cert` and `key` for a cluster
+/// started with `--client-cert-auth`.
+pub type EtcdTls = crate::pem::ClientTls;
 
 /// The access settings, as the elector and Rink resolve them.
 #[derive(Debug, Clone, Default)]
@@ -141,12 +131,7 @@ fn tls_problems(tls: &EtcdTls, problem: &mut impl FnMut(&str, String)) {
             "is missing; name the PEM file of the CA that signed the servers' certificates".into(),
         );
     }
-    crate::pem::tls_file_problems(
-        tls.ca.as_deref(),
-        tls.cert.as_deref(),
-        tls.key.as_deref(),
-        problem,
-    );
+    tls.file_problems(problem);
 }
 
 fn invalid(field: &str, name: &str, message: String) -> Error {
@@ -187,6 +172,7 @@ pub(crate) async fn connect(
     connect_timeout: Duration,
     tcp_keepalive: Duration,
 ) -> Result<Client> {
+    crate::pem::ensure_crypto_provider();
     let options = options(access, field)?
         .with_connect_timeout(connect_timeout)
         .with_tcp_keepalive(tcp_keepalive);

@@ -9,24 +9,13 @@
 use std::path::PathBuf;
 
 use async_nats::{ConnectErrorKind, ConnectOptions};
-use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigProblem;
 use crate::secret::Secret;
 
-/// TLS to NATS. Setting it requires TLS of every server (as a `tls://` URL does).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NatsTls {
-    /// The CA certificate(s) to trust (PEM), in addition to the webpki roots async-nats
-    /// carries. Default none (those roots only).
-    pub ca: Option<PathBuf>,
-    /// This member's certificate (PEM), with `key`, for servers that verify clients. Default
-    /// none.
-    pub cert: Option<PathBuf>,
-    /// The private key of `cert` (PEM file; keys are never inline). Default none.
-    pub key: Option<PathBuf>,
-}
+/// TLS to NATS: setting it requires TLS of every server (as a `tls://` URL does); `ca` adds
+/// to the webpki roots async-nats carries; `cert` and `key` for servers that verify clients.
+pub type NatsTls = crate::pem::ClientTls;
 
 /// The access settings as the elector resolves them.
 #[derive(Debug, Clone, Default)]
@@ -56,12 +45,7 @@ impl Access {
 /// Problems with the access settings; `problem(name, message)` prefixes the section's field.
 pub(crate) fn access_problems(access: &Access, problem: &mut impl FnMut(&str, String)) {
     if let Some(tls) = &access.tls {
-        crate::pem::tls_file_problems(
-            tls.ca.as_deref(),
-            tls.cert.as_deref(),
-            tls.key.as_deref(),
-            problem,
-        );
+        tls.file_problems(problem);
     }
     let logins = [
         access.user.is_some() || access.password.is_some(),

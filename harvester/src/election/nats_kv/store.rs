@@ -119,6 +119,7 @@ pub(crate) async fn connect<F>(settings: &Resolved, on_connection: F) -> Result<
 where
     F: Fn(bool) + Send + Sync + 'static,
 {
+    crate::pem::ensure_crypto_provider();
     let addrs = servers(&settings.url)
         .into_iter()
         .map(str::parse::<ServerAddr>)

@@ -105,6 +105,7 @@ fn pool_options(database: &DatabaseConfig) -> MySqlPoolOptions {
 
 /// A connection pool with the harvester's session settings on every connection.
 pub async fn connect_pool(database: &DatabaseConfig) -> Result<MySqlPool> {
+    crate::pem::ensure_crypto_provider();
     let mut options = connect_options(&database.url)?;
     if let Some(password) = super::reach::password(database.password.as_ref())? {
         options = options.password(&password);

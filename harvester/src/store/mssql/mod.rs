@@ -84,6 +84,7 @@ pub(crate) fn outbox_problems(outbox: &OutboxConfig) -> Vec<ConfigProblem> {
 /// A pool of connections to `database.url`, with the harvester's session settings on each,
 /// checked by opening one.
 pub async fn connect_pool(database: &DatabaseConfig) -> Result<Pool> {
+    crate::pem::ensure_crypto_provider();
     let mut target = url::parse(&database.url).map_err(|p| Error::InvalidConfig(vec![p]))?;
     if let Some(password) = super::reach::password(database.password.as_ref())? {
         target.set_password(password);

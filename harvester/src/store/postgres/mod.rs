@@ -64,6 +64,7 @@ fn pool_options(database: &DatabaseConfig) -> PgPoolOptions {
 /// A connection pool with the harvester's statement timeout on every connection. A login or
 /// TLS handshake the server refuses is a configuration problem naming the setting.
 pub async fn connect_pool(database: &DatabaseConfig) -> Result<PgPool> {
+    crate::pem::ensure_crypto_provider();
     let mut options: PgConnectOptions = database
         .url
         .parse()
