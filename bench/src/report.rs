@@ -118,7 +118,7 @@ pub struct RunResult {
     #[serde(default)]
     pub verdict_note: String,
     /// Rewinds the run may show and still pass (`run::rewinds`): 0, except for a stalled
-    /// leader's unfenced late records (failover-zombie), at most what it had in flight.
+    /// leader's late records (failover-zombie), at most what it had in flight.
     #[serde(default)]
     pub rewinds_allowed: u64,
     pub problems: String,
@@ -645,7 +645,7 @@ pub fn markdown(
          `x lower ceiling` divides drain throughput by the lower of the DB-only and producer-only ceilings measured in this run; `x delete-only` by the delete-only ceiling (batched DELETE by id alone, the database's best case for any relay); `x Kafka producer` by Kafka's own ProducerPerformance on the same broker (a real cluster only: what Kafka's reference producer gets from this broker with the harvester's producer settings; a reference, not a bound: on a small machine the Java client can fall below the librdkafka producer-only ceiling). \
          `lost (n by broker)`: n lost records' rows were deleted, which the harvester does only after the broker acknowledged them, and the log never held them: the broker dropped them (forgiven only where Produce errors are injected into the mock); `undelivered`: rows still in the outbox when the drain ended. \
          `evicted`: records the broker deleted before the verifier read them (the embedded broker keeps 5 MiB per partition; a real one, its retention), not counted in `lost`; a run whose only missing records are evicted ones is *inconclusive*, neither passed nor failed. \
-         `broker busy`: share of the measured part the embedded broker's mock-cluster thread (it serves every request on that one thread) was on a CPU or runnable waiting for one; `bound by`: broker when that thread was at least 90 % busy, else database or harvester by the larger share of the machine's cores it used if at least half, else none (round trips or the offered load). `reord (n rewound, ≤ m allowed)`: n steps back in a key's deliveries (an older record after a newer one); allowed only in failover-zombie without broker-side fencing, at most m: the records the stalled leader had in flight (0 with transactional producers on a real cluster, which fences it). \
+         `broker busy`: share of the measured part the embedded broker's mock-cluster thread (it serves every request on that one thread) was on a CPU or runnable waiting for one; `bound by`: broker when that thread was at least 90 % busy, else database or harvester by the larger share of the machine's cores it used if at least half, else none (round trips or the offered load). `reord (n rewound, ≤ m allowed)`: n steps back in a key's deliveries (an older record after a newer one); allowed only in failover-zombie, at most m: the records the stalled leader had in flight (scripts/zombie-loop.sh holds transactional runs to none). \
          Delivered rec/s counts first deliveries while writers wrote (written = the writers' commit rate, target = the open-loop rate). \
          WAL and transactions per record include the writers' own."
     );

@@ -735,12 +735,7 @@ async fn run_on(
     } else {
         0
     };
-    let rewinds_allowed = rewinds::allowed(rewinds::Fence {
-        kind: scenario.kind,
-        transactional: rewinds::transactional(&settings),
-        fences_epochs: broker.embedded().is_none(),
-        zombie_in_flight,
-    });
+    let rewinds_allowed = rewinds::allowed(scenario.kind, zombie_in_flight);
     let clean = c.reordered == 0
         && c.rewinds <= rewinds_allowed
         && c.unexpected == 0
