@@ -196,9 +196,12 @@ impl Ground {
     }
 
     /// Deletes this ground's topics from a real cluster, which would keep them (and every
-    /// record) for its retention; the mock's clusters are dropped whole instead.
+    /// record) for its retention; the mock's clusters are dropped whole instead. With
+    /// `BENCH_KEEP_TOPICS` set they stay, for reading a run's log afterwards
+    /// (`kafka-dump-log`: which producer and epoch wrote each record).
     pub async fn drop_topics(&self, broker: &Broker) {
-        if broker.embedded().is_some() {
+        if broker.embedded().is_some() || std::env::var_os("BENCH_KEEP_TOPICS").is_some() {
+            tracing::info!(topic = %self.topic, "topics kept");
             return;
         }
         let topics = [
