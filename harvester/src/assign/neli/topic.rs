@@ -11,13 +11,10 @@
 
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseProducer, Producer};
-use rdkafka::types::RDKafkaErrorCode;
 
 use super::config::Resolved;
+use crate::election::neli::create::create_topic;
 use crate::election::neli::refusal::{create_refused, HeartbeatContext};
 use crate::error::{ConfigProblem, Error};
 use crate::kafka::KafkaConfig;
@@ -57,7 +54,7 @@ pub(crate) fn ensure(
             return check(config, n);
         }
         if config.neli.create_topic && !created {
-            match create(kafka, topic, config.partitions, timeout) {
+            match create_topic(kafka, topic, i32::from(config.partitions), timeout) {
                 Ok(()) => {
                     created = true;
                     tracing::info!(
@@ -117,31 +114,4 @@ pub(crate) fn check(config: &Resolved, found: usize) -> Result<()> {
         "leader.partitions",
         format!("is {wanted}, but topic {topic:?} has {found} partitions: {why}; {fix}"),
     )]))
-}
-
-/// Creates the topic; an error carries the broker's code when it answered with one.
-fn create(
-    kafka: &KafkaConfig,
-    topic: &str,
-    partitions: u16,
-    timeout: Duration,
-) -> std::result::Result<(), (String, Option<RDKafkaErrorCode>)> {
-    let admin: AdminClient<DefaultClientContext> = kafka
-        .client_config("kafka", "admin client", &[])
-        .map_err(|_| ("invalid admin config".to_owned(), None))?
-        .create()
-        .map_err(|e: KafkaError| (e.to_string(), None))?;
-    let new_topic = NewTopic::new(topic, i32::from(partitions), TopicReplication::Fixed(-1));
-    let options = AdminOptions::new()
-        .operation_timeout(Some(timeout))
-        .request_timeout(Some(timeout));
-    let results = futures::executor::block_on(admin.create_topics([&new_topic], &options))
-        .map_err(|e| (e.to_string(), None))?;
-    for result in results {
-        match result {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((_, code)) => return Err((code.to_string(), Some(code))),
-        }
-    }
-    Ok(())
 }

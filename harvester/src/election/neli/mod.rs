@@ -19,6 +19,7 @@
 //!   partition 0 to a new member before revoking the old one (tansu) otherwise give two leaders.
 
 mod config;
+pub(crate) mod create;
 pub(crate) use config::kafka_problems;
 pub(crate) mod generation;
 pub mod heartbeat;

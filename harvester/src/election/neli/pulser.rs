@@ -10,11 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
@@ -374,26 +372,7 @@ fn ensure_topic<C: ProducerContext>(
     if exists {
         return Ok(());
     }
-    let created = (|| -> std::result::Result<(), (String, Option<RDKafkaErrorCode>)> {
-        let admin: AdminClient<DefaultClientContext> = kafka
-            .client_config("kafka", "admin client", &[])
-            .map_err(|_| ("invalid admin config".to_owned(), None))?
-            .create()
-            .map_err(|e: KafkaError| (e.to_string(), None))?;
-        let new_topic = NewTopic::new(topic, 1, TopicReplication::Fixed(-1));
-        let options = AdminOptions::new()
-            .operation_timeout(Some(timeout))
-            .request_timeout(Some(timeout));
-        let results = futures::executor::block_on(admin.create_topics([&new_topic], &options))
-            .map_err(|e| (e.to_string(), None))?;
-        for result in results {
-            match result {
-                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                Err((_, code)) => return Err((code.to_string(), Some(code))),
-            }
-        }
-        Ok(())
-    })();
+    let created = super::create::create_topic(kafka, topic, 1, timeout);
     match created {
         Ok(()) => tracing::info!(topic, "created the leader topic"),
         Err((e, Some(code))) if code == RDKafkaErrorCode::TopicAuthorizationFailed => {
