@@ -826,7 +826,10 @@ mod secured {
                                 "leader.servers",
                                 format!("[\"{}\"]", coord::zookeeper_addr()),
                             ),
-                            pair("leader.path", format!("/conformance/{ns}")),
+                            // A top node of its own: the parents a member creates take its
+                            // ACL (creator only, as Curator's do), so a parent shared with the
+                            // other tests would refuse their users.
+                            pair("leader.path", format!("/{ns}/election")),
                             pair("leader.session_timeout", ttl),
                         ],
                         vec![

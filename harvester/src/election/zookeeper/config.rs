@@ -55,8 +55,8 @@ pub struct ZooKeeperConfig {
     /// shorter negotiated timeout shortens the lease to match.
     #[serde(with = "humantime_serde")]
     pub session_timeout: Duration,
-    /// Create the election node and its missing parents (persistent, open ACL) at start.
-    /// Default true; when false a missing node is a configuration error.
+    /// Create the election node and its missing parents (persistent; open ACL, or creator-all
+    /// with `auth`) at start. Default true; when false a missing node is a configuration error.
     pub create_path: bool,
     /// This member's name, stored in its candidacy znode and logged. Default
     /// `<host>_<pid>_<unix secs>`.

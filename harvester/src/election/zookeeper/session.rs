@@ -89,21 +89,29 @@ pub(crate) async fn ensure_path(client: &Client, settings: &Resolved, field: &st
         })?;
     match listed {
         Ok(_) => Ok(()),
-        Err(ZkError::NoAuth) => {
-            let (name, fix) = match settings.digest {
-                Some(_) => ("auth.password", "check the digest user and password"),
-                None => ("auth", "set auth to the digest user that created it"),
-            };
-            Err(Error::InvalidConfig(vec![ConfigProblem::new(
-                format!("{field}.{name}"),
-                format!("the ACL of the election node {path} refuses this session (NoAuth); {fix}"),
-            )]))
-        }
+        Err(ZkError::NoAuth) => Err(refused(
+            settings,
+            field,
+            &format!("the ACL of the election node {path} refuses this session"),
+        )),
         Err(e) => Err(Error::coordination(
             "zookeeper",
             format!("list the candidates under {path}"),
         )(e)),
     }
+}
+
+/// A node's ACL refused this session (NoAuth): the fix is in `{field}.auth.password` when the
+/// member has a digest user, else in `{field}.auth`.
+fn refused(settings: &Resolved, field: &str, what: &str) -> Error {
+    let (name, fix) = match settings.digest {
+        Some(_) => ("auth.password", "check the digest user and password"),
+        None => ("auth", "set auth to the digest user that created it"),
+    };
+    Error::InvalidConfig(vec![ConfigProblem::new(
+        format!("{field}.{name}"),
+        format!("{what} (NoAuth); {fix}"),
+    )])
 }
 
 async fn create_or_check(client: &Client, settings: &Resolved, field: &str) -> Result<()> {
@@ -115,13 +123,21 @@ async fn create_or_check(client: &Client, settings: &Resolved, field: &str) -> R
     };
     if settings.create_path {
         let options = CreateMode::Persistent.with_acls(acls(settings));
-        return tokio::time::timeout(bound, client.mkdir(path, &options))
+        return match tokio::time::timeout(bound, client.mkdir(path, &options))
             .await
             .map_err(|_| timed_out("create"))?
-            .map_err(Error::coordination(
+        {
+            Ok(()) => Ok(()),
+            Err(ZkError::NoAuth) => Err(refused(
+                settings,
+                field,
+                &format!("the ACL of a parent of {path} refuses creating it"),
+            )),
+            Err(e) => Err(Error::coordination(
                 "zookeeper",
                 format!("create the election node {path}"),
-            ));
+            )(e)),
+        };
     }
     let stat = tokio::time::timeout(bound, client.check_stat(path))
         .await
