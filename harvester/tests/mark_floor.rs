@@ -55,10 +55,7 @@ async fn drain(store: &PgStore, leader: Uuid, batch: usize) -> Vec<i64> {
         if got.is_empty() {
             return all;
         }
-        assert_eq!(
-            store.purge(&got, &[leader]).await.unwrap(),
-            got.len() as u64
-        );
+        assert_eq!(store.purge(&got).await.unwrap(), got.len() as u64);
         all.extend(got);
     }
 }
@@ -127,8 +124,8 @@ async fn reset_rows_and_rows_another_leader_took_are_marked_again() {
     // Reset two rows low in the table: the next mark takes them back.
     assert_eq!(store.reset(&marked[3..5], &[leader]).await.unwrap(), 2);
     assert_eq!(ids(&store.mark(leader, 10).await.unwrap()), marked[3..5]);
-    // Another leader (a stale one) marks a row of ours: our purge misses it, and the next mark
-    // takes it back from the head of the table.
+    // Another leader (a stale one) marks a row of ours: our quarantine misses it, and the next
+    // mark takes it back from the head of the table.
     let other = Uuid::new_v4();
     sqlx::query(&format!(
         "UPDATE {} SET leader_id = $1 WHERE id = $2",
@@ -139,9 +136,20 @@ async fn reset_rows_and_rows_another_leader_took_are_marked_again() {
     .execute(&db.pool)
     .await
     .unwrap();
-    assert_eq!(store.purge(&marked[..3], &[leader]).await.unwrap(), 2);
+    assert!(!store.quarantine(marked[1], &[leader], "x").await.unwrap());
     assert_eq!(store.mark_floor(), 0);
     assert_eq!(ids(&store.mark(leader, 10).await.unwrap()), vec![marked[1]]);
+    // Acknowledged rows are purged whoever marks them now.
+    sqlx::query(&format!(
+        "UPDATE {} SET leader_id = $1 WHERE id = $2",
+        db.qualified("outbox")
+    ))
+    .bind(other)
+    .bind(marked[2])
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(store.purge(&marked[..3]).await.unwrap(), 3);
     db.close().await.unwrap();
 }
 

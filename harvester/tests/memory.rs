@@ -260,7 +260,7 @@ async fn failed_purges_are_retried_while_their_keys_wait() {
 }
 
 #[tokio::test]
-async fn a_stale_leaders_purge_misses_the_rows_its_successor_re_marked() {
+async fn a_stale_leaders_late_purge_finds_the_rows_its_successor_purged_gone() {
     let mut bed = Bed::new();
     bed.write("k");
     // The old leader's first purge is held (a statement stuck on its way to the database).
@@ -274,7 +274,7 @@ async fn a_stale_leaders_purge_misses_the_rows_its_successor_re_marked() {
     let new = bed.harvester(bed.config(), &new_elector).await;
     new_elector.acquire();
     bed.emptied().await;
-    // Only now does the stale purge reach the table: it must touch nothing.
+    // Only now does the stale purge reach the table: its rows are gone already.
     gate.open();
     wait_for(
         "the stale purge to run",
@@ -295,6 +295,41 @@ async fn a_stale_leaders_purge_misses_the_rows_its_successor_re_marked() {
         report.duplicates <= KEYS as u64,
         "at most one duplicate per key (the stale leader's one in flight): {report}"
     );
+}
+
+/// A stalled leader that resumes with its mark statement already past its leadership check
+/// re-marks every row under its own id, the rows this leader acknowledged and has not purged yet
+/// included. Those are delivered: this leader's purge deletes them all the same, so no later
+/// mark sends them again after newer records of their keys (the rewinds of the failover-zombie
+/// scenario on Kafka).
+#[tokio::test]
+async fn acknowledged_rows_a_resumed_stale_leader_re_marked_are_purged_not_sent_again() {
+    let mut bed = Bed::new();
+    bed.write("k");
+    let gate = bed.store.hold_next(Op::Purge);
+    let elector = MockElector::new();
+    let handle = bed.harvester(bed.config(), &elector).await;
+    elector.acquire();
+    // The first records are acknowledged; their purge waits, and their keys behind it.
+    gate.reached().await;
+    let stale = bed.store.mark(uuid::Uuid::new_v4(), RECORDS as usize).await;
+    assert_eq!(
+        stale.unwrap().len() as u64,
+        RECORDS,
+        "the stale mark took every row"
+    );
+    gate.open();
+    bed.emptied().await;
+    let report = bed.verify().await;
+    let stats = handle.harvester.stats();
+    handle.stop().await.unwrap();
+    report.assert_correct();
+    assert_eq!(
+        (report.delivered, report.duplicates, report.rewinds),
+        (RECORDS, 0, 0),
+        "nothing sent twice: {stats:?}"
+    );
+    assert_eq!(stats.purged, RECORDS);
 }
 
 #[tokio::test]

@@ -134,7 +134,7 @@ async fn marks_take_the_head_in_id_order_and_only_rows_not_marked_by_this_leader
     let backlog = store.backlog().await.unwrap();
     assert_eq!(backlog.rows, 10);
     assert!(backlog.oldest_age_seconds >= 0.0 && backlog.oldest_age_seconds < 60.0);
-    assert_eq!(store.purge(&all, &[a]).await.unwrap(), 10);
+    assert_eq!(store.purge(&all).await.unwrap(), 10);
     assert_eq!(store.backlog().await.unwrap().rows, 0);
     assert_eq!(store.backlog().await.unwrap().oldest_age_seconds, 0.0);
     store.ping().await.unwrap();
@@ -154,14 +154,14 @@ async fn large_marks_purges_and_resets_run_in_several_lists() {
     let (reset, kept) = all.split_at(600);
     assert_eq!(store.reset(reset, &[a]).await.unwrap(), 600);
     let b = Uuid::new_v4();
-    assert_eq!(store.purge(kept, &[b]).await.unwrap(), 0, "not b's");
+    assert_eq!(store.reset(kept, &[b]).await.unwrap(), 0, "not b's");
     assert_eq!(ids(&store.mark(a, 2000).await.unwrap()), reset);
-    assert_eq!(store.purge(&all, &[b, a]).await.unwrap(), 1100);
+    assert_eq!(store.purge(&all).await.unwrap(), 1100);
     assert_eq!(count(&db.pool, &db.qualified("outbox")).await, 0);
 }
 
 #[tokio::test]
-async fn a_second_leader_re_marks_and_a_stale_leader_touches_nothing() {
+async fn a_second_leader_re_marks_and_a_stale_leader_hands_back_nothing() {
     let db = TestMariaDb::new("mdb_stale").await.unwrap();
     let store = store(&db).await;
     let all = stash(&store, &records(4, 2)).await;
@@ -172,7 +172,6 @@ async fn a_second_leader_re_marks_and_a_stale_leader_touches_nothing() {
         all,
         "a newer leader re-marks what the old one has in flight"
     );
-    assert_eq!(store.purge(&all, &[old]).await.unwrap(), 0);
     assert_eq!(store.reset(&all, &[old]).await.unwrap(), 0);
     assert!(!store.quarantine(all[0], &[old], "stale").await.unwrap());
     let table = db.qualified("outbox");
@@ -191,7 +190,7 @@ async fn a_second_leader_re_marks_and_a_stale_leader_touches_nothing() {
         vec![None, None, Some(new), Some(new)]
     );
     assert_eq!(ids(&store.mark(new, 10).await.unwrap()), all[..2]);
-    assert_eq!(store.purge(&all, &[new]).await.unwrap(), 4);
+    assert_eq!(store.purge(&all).await.unwrap(), 4);
 }
 
 #[tokio::test]
@@ -342,7 +341,7 @@ async fn purge_reset_and_mark_do_not_wait_for_a_writer_on_a_small_table() {
     assert_eq!(reset, 2);
     let mut listed: Vec<i64> = all[2..].to_vec();
     listed.extend(1_000_000..1_000_060);
-    let purged = tokio::time::timeout(QUICK, store.purge(&listed, &[leader]))
+    let purged = tokio::time::timeout(QUICK, store.purge(&listed))
         .await
         .expect("a purge must not wait for a writer's uncommitted insert")
         .unwrap();
@@ -423,10 +422,7 @@ async fn drain(store: &MariaDbStore, leader: Uuid, scope: &BucketScope, batch: u
             return all;
         }
         assert!(got.windows(2).all(|w| w[0] < w[1]), "id order");
-        assert_eq!(
-            store.purge(&got, &[leader]).await.unwrap(),
-            got.len() as u64
-        );
+        assert_eq!(store.purge(&got).await.unwrap(), got.len() as u64);
         all.extend(got);
     }
 }

@@ -161,7 +161,8 @@ async fn a_row_that_cannot_be_written_is_quarantined_alone(backend: Backend) {
 /// What a read_committed consumer can be trusted with: Apache Kafka hides a record of an aborted
 /// transaction from it (and shows it read_uncommitted, which proves it was written);
 /// librdkafka's mock writes no abort markers and shows it to both, which is why the mock cannot
-/// check the read_committed view. If the mock learns to hide aborted transactions, the second
+/// check the read_committed view. Kafka's own Java consumer (`--isolation-level`) reads the real
+/// probe topic too and must agree. If the mock learns to hide aborted transactions, the last
 /// half fails and the README's "what is tested where" is to be updated.
 #[tokio::test]
 async fn the_real_broker_hides_aborted_transactions_and_the_mock_does_not() {
@@ -180,6 +181,28 @@ async fn the_real_broker_hides_aborted_transactions_and_the_mock_does_not() {
         "the aborted record must have been written: {probe:?}"
     );
     assert!(probe.hides_aborted(), "{}", probe.describe());
+    let java = |isolation: &'static str| {
+        let (bootstrap, topic) = (real.bootstrap().to_owned(), probe.topic.clone());
+        // Two records at most; a read that sees one ends 10 s after it.
+        let idle = Duration::from_secs(10);
+        tokio::task::spawn_blocking(move || {
+            testkit::broker::console::read_isolated(&bootstrap, &topic, 2, idle, isolation)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.key)
+                .collect::<Vec<_>>()
+        })
+    };
+    assert_eq!(
+        java("read_committed").await.unwrap(),
+        ["committed"],
+        "Kafka's Java consumer, read_committed"
+    );
+    assert_eq!(
+        java("read_uncommitted").await.unwrap(),
+        ["aborted", "committed"],
+        "Kafka's Java consumer, read_uncommitted"
+    );
 
     let mock = testkit::Broker::mock().unwrap();
     let probe = testkit::verify::probe_aborted(&mock, Duration::from_secs(30))

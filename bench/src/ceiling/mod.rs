@@ -152,7 +152,7 @@ async fn mark_and_purge(
         }
         for chunk in pending.chunks(PURGE_BATCH) {
             done += store
-                .purge(chunk, &[generation])
+                .purge(chunk)
                 .await
                 .map_err(|e| BenchError::Run(format!("run the purge statement: {e}")))?;
         }

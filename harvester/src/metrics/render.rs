@@ -60,7 +60,7 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
     e.counter(n::PURGED, "Rows deleted after acknowledgement.", &s.purged);
     e.counter(
         n::PURGE_MISSES,
-        "Acknowledged rows no longer ours to delete (re-marked by a newer leader).",
+        "Acknowledged rows already gone when their purge ran (deleted by another leader).",
         &s.purge_misses,
     );
     e.counter(

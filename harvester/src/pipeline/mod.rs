@@ -10,8 +10,9 @@
 //!   routes them to shards by key hash. A permit per row bounds what the pipeline holds.
 //! - A **producer shard** keeps, per key, an id-ordered queue whose front is the only record of
 //!   that key in flight (by default; see below); other keys in the shard are never blocked by it.
-//! - The **purger** deletes acknowledged rows in batches, resets failed ones, quarantines
-//!   poison, all conditioned on this term's leader ids, and tells the shard when a row is gone;
+//! - The **purger** deletes acknowledged rows in batches (whoever marks them now: they are
+//!   delivered), resets failed ones and quarantines poison (both conditioned on this term's
+//!   leader ids), and tells the shard when a row is gone;
 //!   only then does the key's next record go out.
 //!
 //! ## One record per key in flight, by default

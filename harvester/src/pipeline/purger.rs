@@ -1,6 +1,10 @@
-//! The purger stage: batched deletes of acknowledged rows, resets and quarantines, each
-//! conditioned on this term's leader ids so that a stale leader cannot touch rows a newer leader
-//! has re-marked.
+//! The purger stage: batched deletes of acknowledged rows, resets and quarantines.
+//!
+//! Resets and quarantines are conditioned on this term's leader ids, so that a stale leader
+//! cannot hand back or move rows a newer leader has re-marked. Purges are not: an acknowledged
+//! row is delivered whoever marks it now, and a stalled leader that resumes and re-marks rows
+//! (its mark statement already on its way) would otherwise keep this term's acknowledged rows in
+//! the table, for the next mark to send again after newer records of their keys.
 //!
 //! goharvest deletes one row per statement (measured here at 1.6k-3.4k rows/s); batching turns
 //! that into one store purge (for Postgres, `DELETE ... WHERE id = ANY($1)`) per wake-up, sized by whatever accumulated while
@@ -137,14 +141,9 @@ where
 
 async fn purge(ctx: &TermContext, ids: &[i64]) -> Result<()> {
     let started = std::time::Instant::now();
-    let deleted = conditioned(ctx, |generations| async move {
-        ctx.bounded(
-            "purge acknowledged rows",
-            ctx.store.purge(ids, &generations),
-        )
-        .await
-    })
-    .await?;
+    let deleted = ctx
+        .bounded("purge acknowledged rows", ctx.store.purge(ids))
+        .await?;
     ctx.stats
         .purge_seconds
         .0
@@ -154,12 +153,10 @@ async fn purge(ctx: &TermContext, ids: &[i64]) -> Result<()> {
     Stats::add(&ctx.stats.purge_queries, 1);
     let missed = ids.len() as u64 - deleted.min(ids.len() as u64);
     if missed > 0 {
-        // Re-marked by a newer leader (we are stale) or already gone: not ours to delete.
+        // Already deleted: by another leader that delivered them too, or by an earlier try of
+        // this purge whose outcome was lost.
         Stats::add(&ctx.stats.purge_misses, missed);
-        tracing::debug!(
-            missed,
-            "acknowledged rows were no longer marked by this term"
-        );
+        tracing::debug!(missed, "acknowledged rows were already gone");
     }
     Ok(())
 }

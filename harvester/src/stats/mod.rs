@@ -103,7 +103,8 @@ pub struct StatsSnapshot {
     pub purged: u64,
     /// Purge statements run (each deletes a batch of acknowledged rows).
     pub purge_queries: u64,
-    /// Acknowledged rows that were no longer ours to delete (re-marked by a newer leader).
+    /// Acknowledged rows already gone when their purge ran (deleted by another leader that
+    /// delivered them too, or by an earlier try whose outcome was lost).
     pub purge_misses: u64,
     /// Rows reset for re-marking after a failed delivery.
     pub reset: u64,

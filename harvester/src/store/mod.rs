@@ -183,8 +183,11 @@ pub trait OutboxStore: Send + Sync + fmt::Debug + 'static {
     /// members start at once.
     fn record_buckets<'a>(&'a self, count: u16, by: &'a str) -> BoxFuture<'a, Result<u16>>;
 
-    /// Deletes the rows of `ids` still marked by one of `leaders`; returns how many it deleted.
-    fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>>;
+    /// Deletes the rows of `ids`, whoever marks them now; returns how many it deleted. Only
+    /// rows Kafka acknowledged are purged, so the record is delivered whichever leader holds
+    /// the row: deleting it loses nothing, and keeping it because a stalled leader re-marked it
+    /// meanwhile would have the row sent again after newer records of its key (a rewind).
+    fn purge<'a>(&'a self, ids: &'a [i64]) -> BoxFuture<'a, Result<u64>>;
 
     /// Sets `leader_id` back to NULL on the rows of `ids` still marked by one of `leaders`, so
     /// the next mark (of any generation) takes them again; returns how many it reset.

@@ -234,8 +234,8 @@ impl OutboxStore for Held {
         self.inner.record_buckets(count, by)
     }
 
-    fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> Boxed<'a, Result<u64>> {
-        Box::pin(self.through(Call::Purge, self.inner.purge(ids, leaders)))
+    fn purge<'a>(&'a self, ids: &'a [i64]) -> Boxed<'a, Result<u64>> {
+        Box::pin(self.through(Call::Purge, self.inner.purge(ids)))
     }
 
     fn reset<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> Boxed<'a, Result<u64>> {

@@ -30,13 +30,25 @@ impl ConsoleRecord {
 }
 
 /// Reads `count` records of `topic` from the beginning with
-/// `org.apache.kafka.tools.consumer.ConsoleConsumer`, giving up after `idle` without a record.
-/// Keys, values and header values must be UTF-8 without tabs, commas or line breaks.
+/// `org.apache.kafka.tools.consumer.ConsoleConsumer` (read_uncommitted, the Java client's
+/// default), giving up after `idle` without a record. Keys, values and header values must be
+/// UTF-8 without tabs, commas or line breaks.
 pub fn read_all(
     bootstrap: &str,
     topic: &str,
     count: usize,
     idle: Duration,
+) -> Result<Vec<ConsoleRecord>, TestkitError> {
+    read_isolated(bootstrap, topic, count, idle, "read_uncommitted")
+}
+
+/// [`read_all`] with `--isolation-level` `isolation` (`read_committed` or `read_uncommitted`).
+pub fn read_isolated(
+    bootstrap: &str,
+    topic: &str,
+    count: usize,
+    idle: Duration,
+    isolation: &str,
 ) -> Result<Vec<ConsoleRecord>, TestkitError> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka.sh");
     let out = Command::new(script)
@@ -52,6 +64,8 @@ pub fn read_all(
             &count.to_string(),
             "--timeout-ms",
             &idle.as_millis().to_string(),
+            "--isolation-level",
+            isolation,
             "--property",
             "print.partition=true",
             "--property",

@@ -19,8 +19,11 @@ use crate::broker::Broker;
 use crate::error::TestkitError;
 
 /// What each isolation level saw of a record written in an aborted transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AbortedProbe {
+    /// The probe's topic (one partition): key `aborted` in an aborted transaction, then key
+    /// `committed` in a committed one, so other readers can be asked the same question.
+    pub topic: String,
     /// A read_committed consumer saw the aborted record (it must not).
     pub committed_sees_aborted: bool,
     /// A read_uncommitted consumer saw it (it was written).
@@ -58,6 +61,7 @@ pub async fn probe_aborted(
     tokio::task::spawn_blocking(move || {
         write(&bootstrap, &topic, timeout)?;
         Ok(AbortedProbe {
+            topic: topic.clone(),
             committed_sees_aborted: sees_aborted(&bootstrap, &topic, "read_committed", timeout)?,
             uncommitted_sees_aborted: sees_aborted(
                 &bootstrap,

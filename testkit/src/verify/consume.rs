@@ -106,6 +106,8 @@ where
     .set("enable.auto.commit", "false")
     .set("enable.partition.eof", "false")
     .set("fetch.wait.max.ms", "50")
+    // librdkafka's default, said here: a transactional run's aborted records must stay unseen.
+    .set("isolation.level", "read_committed")
     .create()?;
     let mut assignment = TopicPartitionList::new();
     for topic in &options.topics {

@@ -208,17 +208,17 @@ impl MariaDbStore {
         Ok(decoded)
     }
 
-    /// Runs a leader-conditioned statement (`render(ids, leaders)`, ids bound first) over `ids`
-    /// in lists of at most `MAX_LIST`: one statement, or one transaction of several; returns how
-    /// many rows it touched.
+    /// Runs a statement (`render(ids, leaders)`, ids bound first) over `ids` in lists of at
+    /// most `MAX_LIST`, conditioned on `leaders` when given: one statement, or one transaction
+    /// of several; returns how many rows it touched.
     async fn on_ids(
         &self,
         render: impl Fn(&Statements, usize, usize) -> String,
         ids: &[i64],
-        leaders: &[Uuid],
+        leaders: Option<&[Uuid]>,
         action: &'static str,
     ) -> Result<u64> {
-        if ids.is_empty() || leaders.is_empty() {
+        if ids.is_empty() || leaders.is_some_and(<[Uuid]>::is_empty) {
             return Ok(0);
         }
         let mut sorted = ids.to_vec();
@@ -226,11 +226,11 @@ impl MariaDbStore {
         // in a circle.
         sorted.sort_unstable();
         sorted.dedup();
-        let mut leaders = leaders.to_vec();
-        leaders.resize(
-            leaders.len().next_power_of_two(),
-            leaders[leaders.len() - 1],
-        );
+        let mut leaders = leaders.unwrap_or_default().to_vec();
+        if let Some(&last) = leaders.last() {
+            // Few statement shapes: the list padded to a power of two.
+            leaders.resize(leaders.len().next_power_of_two(), last);
+        }
         let lists = statements::id_lists(&sorted);
         if let [list] = lists.as_slice() {
             // One statement is atomic by itself.
@@ -345,12 +345,13 @@ impl OutboxStore for MariaDbStore {
         })
     }
 
-    fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(self.on_ids(Statements::purge, ids, leaders, "purge acknowledged rows"))
+    fn purge<'a>(&'a self, ids: &'a [i64]) -> BoxFuture<'a, Result<u64>> {
+        let render = |s: &Statements, ids, _| s.purge(ids);
+        Box::pin(self.on_ids(render, ids, None, "purge acknowledged rows"))
     }
 
     fn reset<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(self.on_ids(Statements::reset, ids, leaders, "reset rows"))
+        Box::pin(self.on_ids(Statements::reset, ids, Some(leaders), "reset rows"))
     }
 
     fn quarantine<'a>(

@@ -171,11 +171,9 @@ impl Statements {
         self.marked.replace("{{ids}}", &params(ids))
     }
 
-    /// The purge of `ids` ids conditioned on `leaders` leader ids (ids first).
-    pub fn purge(&self, ids: usize, leaders: usize) -> String {
-        self.purge
-            .replace("{{ids}}", &params(ids))
-            .replace("{{leaders}}", &params(leaders))
+    /// The purge of `ids` ids.
+    pub fn purge(&self, ids: usize) -> String {
+        self.purge.replace("{{ids}}", &params(ids))
     }
 
     /// The reset of `ids` ids conditioned on `leaders` leader ids (ids first).
@@ -258,13 +256,18 @@ mod tests {
     #[test]
     fn lists_render_one_placeholder_per_element() {
         let s = statements();
-        let purge = fragment(&s.purge(4, 2));
+        let purge = fragment(&s.purge(4));
         assert!(
-            purge.ends_with("WHERE o.id IN (?, ?, ?, ?) AND o.leader_id IN (?, ?)"),
+            purge.ends_with("WHERE o.id IN (?, ?, ?, ?) AND o.leader_id <=> o.leader_id"),
             "{purge}"
         );
+        let reset = fragment(&s.reset(4, 2));
+        assert!(
+            reset.ends_with("WHERE id IN (?, ?, ?, ?) AND leader_id IN (?, ?)"),
+            "{reset}"
+        );
         // By primary key, never a scan that waits for writers' uncommitted inserts.
-        for by_id in [purge, fragment(&s.reset(4, 2)), fragment(&s.mark(3))] {
+        for by_id in [purge, reset, fragment(&s.mark(3))] {
             assert!(by_id.contains("FORCE INDEX (PRIMARY)"), "{by_id}");
         }
         assert_eq!(fragment(&s.mark(3)).matches('?').count(), 5);

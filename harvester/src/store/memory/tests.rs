@@ -36,13 +36,12 @@ async fn marks_take_the_head_for_a_leader_and_skip_its_own_rows() {
 }
 
 #[tokio::test]
-async fn purge_reset_and_quarantine_touch_only_the_leaders_rows() {
+async fn reset_and_quarantine_touch_only_the_leaders_rows_and_purge_any() {
     let store = MemoryStore::new();
     let inserted = store.insert(&records(4));
     let (stale, current) = (Uuid::new_v4(), Uuid::new_v4());
     store.mark(stale, 4).await.unwrap();
     store.mark(current, 4).await.unwrap();
-    assert_eq!(store.purge(&inserted, &[stale]).await.unwrap(), 0);
     assert_eq!(store.reset(&inserted, &[stale]).await.unwrap(), 0);
     assert!(!store.quarantine(inserted[0], &[stale], "x").await.unwrap());
     assert_eq!(store.len(), 4, "a stale leader touched nothing");
@@ -58,8 +57,15 @@ async fn purge_reset_and_quarantine_touch_only_the_leaders_rows() {
         .quarantine(inserted[1], &[current], "poison")
         .await
         .unwrap());
-    assert_eq!(store.purge(&inserted, &[current]).await.unwrap(), 2);
-    assert_eq!(store.len(), 1, "the reset row is left");
+    // Acknowledged rows go whoever marks them: the reset one and one of the current leader's.
+    assert_eq!(store.purge(&inserted[..3]).await.unwrap(), 2);
+    assert_eq!(
+        store.purge(&inserted[..3]).await.unwrap(),
+        0,
+        "already gone"
+    );
+    assert_eq!(store.len(), 1);
+    assert_eq!(store.rows()[0].leader_id, Some(current));
     let q = store.quarantined();
     assert_eq!((q[0].row.id, q[0].reason.as_str()), (inserted[1], "poison"));
 }
@@ -116,17 +122,21 @@ async fn planned_faults_fail_lose_the_outcome_delay_or_hold() {
 
     let gate = store.hold_next(Op::Purge);
     let ids: Vec<i64> = store.rows().iter().map(|r| r.id).collect();
+    let store_rows_before = ids.len() as u64;
     let held = {
         let store = store.clone();
-        tokio::spawn(async move { store.purge(&ids, &[leader]).await })
+        tokio::spawn(async move { store.purge(&ids).await })
     };
     gate.reached().await;
-    // While the purge waits, a newer leader re-marks everything: the purge then misses.
+    // While the purge waits, a newer leader re-marks everything and deletes the first row:
+    // the held purge runs after both, on what is left.
     store.mark(Uuid::new_v4(), 10).await.unwrap();
+    assert_eq!(store.purge(&[1]).await.unwrap(), 1);
     gate.open();
-    assert_eq!(held.await.unwrap().unwrap(), 0);
+    assert_eq!(held.await.unwrap().unwrap(), store_rows_before - 1);
+    assert_eq!(store.len(), 0);
     assert_eq!(store.calls(Op::Mark), 4);
-    assert_eq!(store.calls(Op::Purge), 1);
+    assert_eq!(store.calls(Op::Purge), 2);
 }
 
 #[tokio::test]
@@ -145,7 +155,7 @@ async fn a_held_answer_was_applied_before_it_waits() {
         "the mark ran before its answer was held"
     );
     // While the answer waits, a row it read is deleted: the answer still has it.
-    assert_eq!(store.purge(&[1], &[leader]).await.unwrap(), 1);
+    assert_eq!(store.purge(&[1]).await.unwrap(), 1);
     assert!(!held.is_finished());
     gate.open();
     assert_eq!(ids(&held.await.unwrap().unwrap()), vec![1, 2]);

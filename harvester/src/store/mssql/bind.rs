@@ -125,17 +125,18 @@ pub fn mark<'a>(
     }
 }
 
-/// A purge (`reset` false) or reset of one padded id list, conditioned on padded `leaders`.
+/// A purge (`reset` false: by id alone, `leaders` unused) or reset of one id list, conditioned
+/// on padded `leaders`.
 pub fn on_ids<'a>(
     statements: &Statements,
     reset: bool,
     ids: &[i64],
     leaders: &[Uuid],
 ) -> Bound<'a> {
-    let sql = if reset {
-        statements.reset(ids.len(), leaders.len())
+    let (sql, leaders) = if reset {
+        (statements.reset(ids.len(), leaders.len()), leaders)
     } else {
-        statements.purge(ids.len(), leaders.len())
+        (statements.purge(ids.len()), &[][..])
     };
     let args = ids
         .iter()
@@ -311,8 +312,12 @@ mod tests {
         assert_eq!(leaders, vec![a, b, b, b], "padded to a power of two");
         let purge = on_ids(&s, false, &[3, 4], &leaders);
         assert!(purge.sql.contains("DELETE o FROM"));
+        assert_eq!(purge.args, vec![Arg::I64(3), Arg::I64(4)], "by id alone");
+        assert_eq!(placeholders(&purge.sql), purge.args.len());
+        let reset = on_ids(&s, true, &[3, 4], &leaders);
+        assert!(reset.sql.contains("SET leader_id = NULL"));
         assert_eq!(
-            purge.args,
+            reset.args,
             vec![
                 Arg::I64(3),
                 Arg::I64(4),
@@ -322,9 +327,8 @@ mod tests {
                 Arg::Guid(b)
             ]
         );
-        assert_eq!(placeholders(&purge.sql), purge.args.len());
+        assert_eq!(placeholders(&reset.sql), reset.args.len());
         let reset = on_ids(&s, true, &[3], &leaders[..1]);
-        assert!(reset.sql.contains("SET leader_id = NULL"));
         assert_eq!(reset.args, vec![Arg::I64(3), Arg::Guid(a)]);
         assert_eq!(reset.query().param_count(), 2);
         assert!(leader_list(&vec![a; MAX_LEADERS + 1]).is_err());

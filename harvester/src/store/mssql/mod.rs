@@ -170,13 +170,13 @@ impl MssqlStore {
         &self,
         reset: bool,
         ids: &[i64],
-        leaders: &[Uuid],
+        leaders: Option<&[Uuid]>,
         action: &'static str,
     ) -> Result<u64> {
-        if ids.is_empty() || leaders.is_empty() {
+        if ids.is_empty() || leaders.is_some_and(<[Uuid]>::is_empty) {
             return Ok(0);
         }
-        let leaders = bind::leader_list(leaders)?;
+        let leaders = bind::leader_list(leaders.unwrap_or_default())?;
         let lists = statements::id_lists(ids);
         let mut conn = self.pool.acquire().await?;
         if let [list] = lists.as_slice() {
@@ -284,12 +284,12 @@ impl OutboxStore for MssqlStore {
         })
     }
 
-    fn purge<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(self.on_ids(false, ids, leaders, "purge acknowledged rows"))
+    fn purge<'a>(&'a self, ids: &'a [i64]) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(self.on_ids(false, ids, None, "purge acknowledged rows"))
     }
 
     fn reset<'a>(&'a self, ids: &'a [i64], leaders: &'a [Uuid]) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(self.on_ids(true, ids, leaders, "reset rows"))
+        Box::pin(self.on_ids(true, ids, Some(leaders), "reset rows"))
     }
 
     fn quarantine<'a>(
@@ -412,7 +412,7 @@ mod tests {
         // Nothing to do needs no connection.
         let leader = Uuid::new_v4();
         assert!(store.mark(leader, 0).await.unwrap().is_empty());
-        assert_eq!(store.purge(&[], &[leader]).await.unwrap(), 0);
+        assert_eq!(store.purge(&[]).await.unwrap(), 0);
         assert_eq!(store.reset(&[1], &[]).await.unwrap(), 0);
         assert!(!store.quarantine(1, &[], "r").await.unwrap());
         assert_eq!(store.buckets_of(&[], 8).await.unwrap(), Vec::<u16>::new());

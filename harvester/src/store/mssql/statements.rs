@@ -195,11 +195,9 @@ impl Statements {
         }
     }
 
-    /// The purge of `ids` ids (`@P1`...) conditioned on `leaders` leader ids (after the ids).
-    pub fn purge(&self, ids: usize, leaders: usize) -> String {
-        self.purge
-            .replace("{{ids}}", &params(1, ids))
-            .replace("{{leaders}}", &params(ids + 1, leaders))
+    /// The purge of `ids` ids (`@P1`...).
+    pub fn purge(&self, ids: usize) -> String {
+        self.purge.replace("{{ids}}", &params(1, ids))
     }
 
     /// The reset of `ids` ids (`@P1`...) conditioned on `leaders` leader ids (after the ids).
@@ -336,12 +334,12 @@ mod tests {
     }
 
     #[test]
-    fn purges_resets_and_quarantines_are_conditioned_on_the_leaders_and_seek() {
+    fn resets_and_quarantines_are_conditioned_on_the_leaders_and_every_statement_seeks() {
         let s = statements();
-        let purge = fragment(&s.purge(4, 2));
+        let purge = fragment(&s.purge(4));
         assert_eq!(
             purge,
-            "DELETE o FROM [shop].[outbox] AS o WITH (FORCESEEK, ROWLOCK) WHERE o.id IN (@P1, @P2, @P3, @P4) AND o.leader_id IN (@P5, @P6)"
+            "DELETE o FROM [shop].[outbox] AS o WITH (FORCESEEK, ROWLOCK) WHERE o.id IN (@P1, @P2, @P3, @P4)"
         );
         let reset = fragment(&s.reset(2, 1));
         assert_eq!(
@@ -357,8 +355,9 @@ mod tests {
             "FROM [shop].[outbox] AS o WITH (FORCESEEK, ROWLOCK) WHERE o.id = @P2 AND o.leader_id IN (@P3, @P4)"
         ), "{q}");
         // Every shape stays under SQL Server's 2100 parameters.
+        assert_eq!(named(&s.purge(MAX_LIST)), one_to(MAX_LIST));
         assert_eq!(
-            named(&s.purge(MAX_LIST, MAX_LEADERS)),
+            named(&s.reset(MAX_LIST, MAX_LEADERS)),
             one_to(MAX_LIST + MAX_LEADERS)
         );
         assert_eq!(named(&s.quarantine(MAX_LEADERS)), one_to(MAX_LEADERS + 2));

@@ -23,9 +23,9 @@
 //!   `pg_stat_activity` are involved; the cost is bounded by the oldest writing transaction still
 //!   open, not by the backlog.
 //! - **Resets.** Rows this generation sets back to NULL lower the floor to the lowest of them.
-//! - **Another leader's hands.** A purge, reset or quarantine that touched fewer rows than it
-//!   named means someone else (a stale leader) marked rows of ours: the next mark scans from the
-//!   head. A mark that returns nothing although it picked rows (someone deleted them meanwhile)
+//! - **Another leader's hands.** A reset or quarantine that touched fewer rows than it named
+//!   means someone else (a stale leader) marked rows of ours, and a purge that did means someone
+//!   deleted rows of ours: the next mark scans from the head. A mark that returns nothing although it picked rows (someone deleted them meanwhile)
 //!   clears nothing.
 //! - **The sequence or the server changed.** A sequence value lower than the last one read
 //!   (`setval`, `RESTART`, a failover to a server that is behind) or another server (its start

@@ -55,8 +55,9 @@
 //! DELETE of that record's row. A stale leader (paused, resumed after its successor took over)
 //! can therefore only delete rows whose records Kafka has: the successor may have read such a
 //! row already and publishes it again (a duplicate, as after any failover), but nothing is
-//! lost, and nothing a stale leader does changes which rows a successor reads. MP/R's leader
-//! condition on purge protects a re-mark that the snapshot reader does not make.
+//! lost, and nothing a stale leader does changes which rows a successor reads. MP/R's purge is
+//! unconditioned for the same reason; its leader condition is on resets and quarantines, which
+//! the snapshot reader does not write.
 
 use sqlx::PgPool;
 

@@ -1,3 +1,3 @@
--- Purge acknowledged rows, only while still marked by one of this term's generations: a row a
--- newer leader has re-marked is not ours to delete.
-DELETE FROM {{outbox}} WHERE id = ANY($1) AND leader_id = ANY($2) RETURNING id
+-- Purge acknowledged rows, whoever marks them now: Kafka has them, so a row a stalled leader
+-- re-marked meanwhile must go too, or it would be sent again after newer records of its key.
+DELETE FROM {{outbox}} WHERE id = ANY($1) RETURNING id
