@@ -39,6 +39,47 @@ pub enum Kind {
     /// member, let the owner maps settle, SIGTERM an original one, let them settle again; buckets
     /// moved and their stalls per step (`crate::rolling`).
     RollingRestart,
+    /// Writers run on a private 3-node Apache Kafka cluster of the run's own (replication 3,
+    /// `min.insync.replicas` 2, the producers' acks all) while `cluster_fault` happens to it at
+    /// `fault_at` (for `fault_for` where the fault has a length); the run's broker setting is not
+    /// used, and the shared broker is never touched.
+    ClusterFault,
+}
+
+/// What a `cluster_fault` scenario does to its private 3-node cluster (`run::cluster`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterFault {
+    /// `kill -9` the node leading the most partitions of the data topic; started again after
+    /// `fault_for`.
+    KillBusiestLeader,
+    /// SIGSTOP the node leading the most partitions for `fault_for`, then SIGCONT.
+    PauseBroker,
+    /// Each node in turn: SIGTERM, start again, wait until the cluster is whole (every
+    /// partition led, every replica in sync) before the next.
+    RollBrokers,
+    /// `kill -9` the node leading the KRaft controller quorum; started again after `fault_for`.
+    KillQuorumLeader,
+    /// SIGTERM every node at once, wait `fault_for`, start them all.
+    StopCluster,
+    /// Two of the three nodes stopped for `fault_for`: fewer in-sync replicas than
+    /// `min.insync.replicas`, so no write can be acknowledged (and the controller quorum has no
+    /// majority either); then started again.
+    MinInsyncUnmet,
+}
+
+impl ClusterFault {
+    /// As in a scenario file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterFault::KillBusiestLeader => "kill_busiest_leader",
+            ClusterFault::PauseBroker => "pause_broker",
+            ClusterFault::RollBrokers => "roll_brokers",
+            ClusterFault::KillQuorumLeader => "kill_quorum_leader",
+            ClusterFault::StopCluster => "stop_cluster",
+            ClusterFault::MinInsyncUnmet => "min_insync_unmet",
+        }
+    }
 }
 
 /// When the verifying consumer reads the topic.
@@ -186,6 +227,9 @@ pub struct Scenario {
     pub fault_at: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     pub fault_for: Option<Duration>,
+    /// cluster_fault: what happens to the private cluster (required with that kind).
+    #[serde(default)]
+    pub cluster_fault: Option<ClusterFault>,
     /// broker_faults: round-trip time added to every broker. Default 20ms.
     #[serde(default = "default_fault_rtt", with = "humantime_serde")]
     pub fault_rtt: Duration,
@@ -328,7 +372,11 @@ impl Scenario {
         }
         if matches!(
             self.kind,
-            Kind::FailoverKill | Kind::FailoverZombie | Kind::BrokerFaults | Kind::PgRestart
+            Kind::FailoverKill
+                | Kind::FailoverZombie
+                | Kind::BrokerFaults
+                | Kind::PgRestart
+                | Kind::ClusterFault
         ) && self.fault_at.is_none()
         {
             return bad("needs fault_at");
@@ -354,9 +402,16 @@ impl Scenario {
         if self.no_progress_timeout.is_zero() {
             return bad("no_progress_timeout must be above 0");
         }
-        if self.listener == Listener::SaslSsl && self.kind == Kind::BrokerFaults {
+        if (self.kind == Kind::ClusterFault) != self.cluster_fault.is_some() {
             return bad(
-                "listener = \"sasl_ssl\" cannot go with kind = \"broker_faults\": faults are injected on the embedded broker, which has no secured listener",
+                "cluster_fault (what happens to the private cluster) goes with kind = \"cluster_fault\", and only there",
+            );
+        }
+        if self.listener == Listener::SaslSsl
+            && matches!(self.kind, Kind::BrokerFaults | Kind::ClusterFault)
+        {
+            return bad(
+                "listener = \"sasl_ssl\" cannot go with kind = \"broker_faults\" or \"cluster_fault\": their clusters (the embedded broker's, a private one) have no secured listener",
             );
         }
         if self.verify == VerifyWhen::After
@@ -474,11 +529,23 @@ mod tests {
             .values()
             .map(|s| format!("{:?}", s.kind))
             .collect();
-        assert_eq!(kinds.len(), 8, "{kinds:?}");
+        assert_eq!(kinds.len(), 9, "{kinds:?}");
         assert!(f.profile("quick").is_ok());
-        // Full covers every kind but the rolling restart, which runs with scale-out in `scale`.
+        // Full covers every kind but the rolling restart, which runs with scale-out in `scale`,
+        // and the cluster faults, which need a private cluster each (`cluster-faults`).
         let mut listed = f.profile("full").unwrap();
         listed.extend(f.profile("scale").unwrap());
+        let cluster = f.profile("cluster-faults").unwrap();
+        let faults: std::collections::BTreeSet<&str> = cluster
+            .iter()
+            .filter_map(|n| f.scenario[n].cluster_fault.map(ClusterFault::name))
+            .collect();
+        assert_eq!(
+            faults.len(),
+            6,
+            "every cluster fault has its scenario: {faults:?}"
+        );
+        listed.extend(cluster);
         let in_profiles: std::collections::BTreeSet<String> = listed
             .iter()
             .map(|n| format!("{:?}", f.scenario[n].kind))

@@ -22,6 +22,7 @@
 //! on Postgres only, and scenarios that only make sense on Postgres are skipped before they get
 //! here ([`crate::scenario::Scenario::unsupported_on`]).
 
+mod cluster;
 pub mod cpu;
 mod faults;
 mod rewinds;
@@ -142,6 +143,16 @@ pub async fn run(
         .as_ref()
         .map_or(bench.database_url.clone(), PrivateCluster::url);
     let run_id = testkit::names::unique("run");
+    // A cluster fault gets a private 3-node cluster; the shared broker is never broken.
+    let kafka = if scenario.kind == Kind::ClusterFault {
+        eprintln!(
+            "[{label}] starting a private {}-node Kafka cluster",
+            cluster::NODES
+        );
+        Some(tokio::task::block_in_place(cluster::start)?)
+    } else {
+        None
+    };
     let faults_on_mock = scenario.kind == Kind::BrokerFaults;
     let on_mock = faults_on_mock || bench.broker.embedded().is_some();
     let topic = sizing::size_topic(scenario, &run_id, on_mock);
@@ -149,7 +160,9 @@ pub async fn run(
     // large backlog gets a cluster of its own, dropped (memory and all) when the run ends. A
     // real cluster keeps everything: sizing never resizes there.
     let resized = topic.partitions != topic.requested;
-    let broker = if faults_on_mock {
+    let broker = if let Some(kafka) = &kafka {
+        kafka.broker()
+    } else if faults_on_mock {
         fault_cluster(&bench.broker)?
     } else if resized {
         let brokers = bench.broker.embedded().map_or(1, |b| b.brokers.max(1));
@@ -200,13 +213,28 @@ pub async fn run(
         topic,
         client,
     };
-    let outcome = run_on(bench, case, &ground, &broker, cluster.as_ref()).await;
+    let outcome = run_on(
+        bench,
+        case,
+        &ground,
+        &broker,
+        cluster.as_ref(),
+        kafka.as_ref(),
+    )
+    .await;
     ground.drop_topics(&broker).await;
     ground.drop_schema().await;
     let mut result = outcome?;
     result.started_at = started_at;
     if faults_on_mock && bench.broker.embedded().is_none() {
         result.broker_note = Some("on the mock: injected request errors".into());
+    }
+    if let Some(kafka) = &kafka {
+        result.broker_note = Some(format!(
+            "on a private {}-node Apache Kafka cluster ({}; replication 3, min.insync.replicas 2)",
+            kafka.nodes(),
+            kafka.bootstrap()
+        ));
     }
     if result.verdict != Verdict::Passed {
         eprintln!("[{label}] {}", result.verdict_note);
@@ -368,6 +396,7 @@ async fn run_on(
     ground: &Ground,
     broker: &Broker,
     cluster: Option<&PrivateCluster>,
+    kafka: Option<&testkit::broker::PrivateKafka>,
 ) -> Result<RunResult, BenchError> {
     let Case {
         label,
@@ -514,6 +543,14 @@ async fn run_on(
                     )
                     .await?,
                 );
+            }
+            Kind::ClusterFault => {
+                until(fault_at).await;
+                disturbed = Some(Instant::now());
+                let (Some(kafka), Some(fault)) = (kafka, scenario.cluster_fault) else {
+                    unreachable!("a cluster_fault scenario runs on its private cluster")
+                };
+                events.extend(cluster::inject(kafka, fault, &ground.topic, fault_for).await?);
             }
             Kind::RollingRestart => {
                 until(fault_at).await;

@@ -148,19 +148,90 @@ impl PrivateKafka {
 
     /// The node leading `partition` of `topic` now (from the brokers' own metadata).
     pub fn leader_of(&self, topic: &str, partition: i32) -> Result<u16, TestkitError> {
+        self.partitions(topic)?
+            .into_iter()
+            .find(|p| p.partition == partition)
+            .and_then(|p| p.leader)
+            .ok_or_else(|| TestkitError::Broker(format!("no leader for {topic}/{partition}")))
+    }
+
+    /// Every partition of `topic` with its leader and in-sync replicas, as the metadata says now.
+    pub fn partitions(&self, topic: &str) -> Result<Vec<PartitionState>, TestkitError> {
         use rdkafka::consumer::{BaseConsumer, Consumer};
         let consumer: BaseConsumer = rdkafka::ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .create()?;
         let metadata = consumer.fetch_metadata(Some(topic), std::time::Duration::from_secs(10))?;
-        metadata
+        Ok(metadata
             .topics()
             .iter()
             .flat_map(|t| t.partitions())
-            .find(|p| p.id() == partition)
-            .and_then(|p| u16::try_from(p.leader()).ok())
-            .ok_or_else(|| TestkitError::Broker(format!("no leader for {topic}/{partition}")))
+            .map(|p| PartitionState {
+                partition: p.id(),
+                leader: u16::try_from(p.leader()).ok(),
+                in_sync: p.isr().len(),
+            })
+            .collect())
     }
+
+    /// The node leading the most partitions of `topic` now (the lowest id among equals).
+    pub fn busiest_leader(&self, topic: &str) -> Result<u16, TestkitError> {
+        let mut led = std::collections::BTreeMap::<u16, usize>::new();
+        for leader in self.partitions(topic)?.into_iter().filter_map(|p| p.leader) {
+            *led.entry(leader).or_default() += 1;
+        }
+        led.iter()
+            .max_by_key(|(node, n)| (**n, std::cmp::Reverse(**node)))
+            .map(|(node, _)| *node)
+            .ok_or_else(|| TestkitError::Broker(format!("no partition of {topic} has a leader")))
+    }
+
+    /// Whether every node is up and every partition of `topic` is led and has every node in
+    /// sync: the cluster is whole again after a fault.
+    pub fn whole(&self, topic: &str) -> Result<bool, TestkitError> {
+        if self.live_brokers()? < self.nodes {
+            return Ok(false);
+        }
+        let partitions = self.partitions(topic)?;
+        Ok(!partitions.is_empty()
+            && partitions
+                .iter()
+                .all(|p| p.leader.is_some() && p.in_sync == usize::from(self.nodes)))
+    }
+
+    /// The node leading the KRaft controller quorum now (`kafka-metadata-quorum describe
+    /// --status`, its `LeaderId`).
+    pub fn quorum_leader(&self) -> Result<u16, TestkitError> {
+        let status = kafka_sh(&[
+            "tool",
+            "org.apache.kafka.tools.MetadataQuorumCommand",
+            "--bootstrap-server",
+            &self.bootstrap,
+            "describe",
+            "--status",
+        ])?;
+        quorum_leader_in(&status).ok_or_else(|| {
+            TestkitError::Broker(format!("no LeaderId in the quorum's status: {status}"))
+        })
+    }
+}
+
+/// One partition as the metadata reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionState {
+    pub partition: i32,
+    /// Its leader (`None`: no leader now).
+    pub leader: Option<u16>,
+    /// How many replicas are in sync.
+    pub in_sync: usize,
+}
+
+/// `LeaderId:  2` in `kafka-metadata-quorum describe --status` output.
+fn quorum_leader_in(status: &str) -> Option<u16> {
+    status
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("LeaderId:"))
+        .and_then(|id| id.trim().parse().ok())
 }
 
 impl Drop for PrivateKafka {
@@ -171,5 +242,16 @@ impl Drop for PrivateKafka {
         }
         let _ = kafka_sh(&["down", &dir]);
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_quorum_status_names_its_leader() {
+        let status =
+            "ClusterId:              abc\nLeaderId:               2\nLeaderEpoch:            5\n";
+        assert_eq!(super::quorum_leader_in(status), Some(2));
+        assert_eq!(super::quorum_leader_in("ClusterId: abc"), None);
     }
 }
