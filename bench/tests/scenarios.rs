@@ -185,7 +185,11 @@ async fn a_broker_killed_under_the_harvesters_loses_nothing() {
     assert_eq!(r.kind, Some(Kind::ClusterFault));
     assert!(r.passed, "{}", r.problems);
     assert_eq!(
-        (r.correctness.lost, r.correctness.reordered, r.correctness.rewinds),
+        (
+            r.correctness.lost,
+            r.correctness.reordered,
+            r.correctness.rewinds
+        ),
         (0, 0, 0)
     );
     assert_eq!(r.correctness.delivered, r.committed);
@@ -197,7 +201,9 @@ async fn a_broker_killed_under_the_harvesters_loses_nothing() {
         r.events
     );
     assert!(
-        r.broker_note.as_deref().is_some_and(|n| n.contains("3-node")),
+        r.broker_note
+            .as_deref()
+            .is_some_and(|n| n.contains("3-node")),
         "{:?}",
         r.broker_note
     );

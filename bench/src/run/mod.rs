@@ -154,7 +154,7 @@ pub async fn run(
         None
     };
     let faults_on_mock = scenario.kind == Kind::BrokerFaults;
-    let on_mock = faults_on_mock || bench.broker.embedded().is_some();
+    let on_mock = kafka.is_none() && (faults_on_mock || bench.broker.embedded().is_some());
     let topic = sizing::size_topic(scenario, &run_id, on_mock);
     // The mock never deletes a topic and keeps up to 5 MiB per partition: a topic resized for a
     // large backlog gets a cluster of its own, dropped (memory and all) when the run ends. A
