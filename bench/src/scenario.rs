@@ -50,6 +50,9 @@ pub enum Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClusterFault {
+    /// Nothing: the control, the same private cluster and load without a fault (its stall is
+    /// the longest gap in deliveries from `fault_at` on).
+    None,
     /// `kill -9` the node leading the most partitions of the data topic; started again after
     /// `fault_for`.
     KillBusiestLeader,
@@ -72,6 +75,7 @@ impl ClusterFault {
     /// As in a scenario file.
     pub fn name(self) -> &'static str {
         match self {
+            ClusterFault::None => "none",
             ClusterFault::KillBusiestLeader => "kill_busiest_leader",
             ClusterFault::PauseBroker => "pause_broker",
             ClusterFault::RollBrokers => "roll_brokers",
@@ -542,7 +546,7 @@ mod tests {
             .collect();
         assert_eq!(
             faults.len(),
-            6,
+            7,
             "every cluster fault has its scenario: {faults:?}"
         );
         listed.extend(cluster);

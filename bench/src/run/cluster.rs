@@ -36,6 +36,7 @@ pub async fn inject(
 ) -> Result<Vec<Event>, BenchError> {
     let mut events = Vec::new();
     match fault {
+        ClusterFault::None => return Ok(events),
         ClusterFault::KillBusiestLeader => {
             let node = blocking(|| kafka.busiest_leader(topic)).await?;
             act(kafka, &[node], NodeAction::Kill, &mut events, "kill -9").await?;
