@@ -14,7 +14,7 @@ use harvester::election::mock::MockElector;
 use harvester::election::Term;
 use harvester::outbox::StashRecord;
 use harvester::stats::StatsSnapshot;
-use harvester::store::memory::{Fault, MemoryStore, Op, Row};
+use harvester::store::memory::{Fault, Gate, MemoryStore, Op, Row};
 use harvester::store::OutboxStore;
 use harvester::{Config, HarvestEvent, Harvester, HarvesterHandle};
 use rdkafka::mocking::MockCluster;
@@ -86,6 +86,17 @@ impl Bed {
             },
             ..Default::default()
         }
+    }
+
+    /// A harvester leading with the default config, once its first purge (of the first
+    /// records acknowledged) is reached and held: their keys wait behind it.
+    async fn leading_with_first_purge_held(&self) -> (HarvesterHandle, MockElector, Gate) {
+        let gate = self.store.hold_next(Op::Purge);
+        let elector = MockElector::new();
+        let handle = self.harvester(self.config(), &elector).await;
+        elector.acquire();
+        gate.reached().await;
+        (handle, elector, gate)
     }
 
     async fn harvester(&self, config: Config, elector: &MockElector) -> HarvesterHandle {
@@ -306,12 +317,7 @@ async fn a_stale_leaders_late_purge_finds_the_rows_its_successor_purged_gone() {
 async fn acknowledged_rows_a_resumed_stale_leader_re_marked_are_purged_not_sent_again() {
     let mut bed = Bed::new();
     bed.write("k");
-    let gate = bed.store.hold_next(Op::Purge);
-    let elector = MockElector::new();
-    let handle = bed.harvester(bed.config(), &elector).await;
-    elector.acquire();
-    // The first records are acknowledged; their purge waits, and their keys behind it.
-    gate.reached().await;
+    let (handle, _elector, gate) = bed.leading_with_first_purge_held().await;
     let stale = bed.store.mark(uuid::Uuid::new_v4(), RECORDS as usize).await;
     assert_eq!(
         stale.unwrap().len() as u64,
@@ -338,11 +344,7 @@ async fn acks_of_an_older_generation_still_purge_after_a_re_mark() {
     bed.write("k");
     // A crashed predecessor left rows marked with its id: they are this term's to re-mark.
     bed.store.mark(uuid::Uuid::new_v4(), 5).await.unwrap();
-    let gate = bed.store.hold_next(Op::Purge);
-    let elector = MockElector::new();
-    let handle = bed.harvester(bed.config(), &elector).await;
-    elector.acquire();
-    gate.reached().await;
+    let (handle, _elector, gate) = bed.leading_with_first_purge_held().await;
     // While acknowledged rows wait for their purge, a mark fails: a fresh generation re-marks
     // every row, including those held and acknowledged under the first generation.
     bed.store.plan(Op::Mark, Fault::Fail);
