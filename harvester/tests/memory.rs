@@ -99,6 +99,22 @@ impl Bed {
         (handle, elector, gate)
     }
 
+    /// Opens `gate`, waits until the store is empty, stops the harvester and verifies: the
+    /// report (correct) and the harvester's counters.
+    async fn release_and_drain(
+        &mut self,
+        gate: Gate,
+        handle: HarvesterHandle,
+    ) -> (Report, StatsSnapshot) {
+        gate.open();
+        self.emptied().await;
+        let report = self.verify().await;
+        let stats = handle.harvester.stats();
+        handle.stop().await.unwrap();
+        report.assert_correct();
+        (report, stats)
+    }
+
     async fn harvester(&self, config: Config, elector: &MockElector) -> HarvesterHandle {
         let h = Harvester::new(
             config,
@@ -324,12 +340,7 @@ async fn acknowledged_rows_a_resumed_stale_leader_re_marked_are_purged_not_sent_
         RECORDS,
         "the stale mark took every row"
     );
-    gate.open();
-    bed.emptied().await;
-    let report = bed.verify().await;
-    let stats = handle.harvester.stats();
-    handle.stop().await.unwrap();
-    report.assert_correct();
+    let (report, stats) = bed.release_and_drain(gate, handle).await;
     assert_eq!(
         (report.delivered, report.duplicates, report.rewinds),
         (RECORDS, 0, 0),
@@ -359,12 +370,7 @@ async fn acks_of_an_older_generation_still_purge_after_a_re_mark() {
     )
     .await
     .unwrap();
-    gate.open();
-    bed.emptied().await;
-    let report = bed.verify().await;
-    let stats = handle.harvester.stats();
-    handle.stop().await.unwrap();
-    report.assert_correct();
+    let (report, stats) = bed.release_and_drain(gate, handle).await;
     assert_eq!((report.delivered, report.duplicates), (RECORDS, 0));
     assert_eq!(stats.purge_misses, 0, "the term's generations all purge");
     assert_eq!(stats.purged, RECORDS);
