@@ -116,13 +116,13 @@ where
     }
 }
 
-/// Runs a leader-conditioned store call (purge, reset, quarantine) with this term's generations
-/// and returns the rows it touched. A forced re-mark may start a new generation while the call
+/// Runs a leader-conditioned store call (reset, quarantine) with this term's generations and
+/// returns the rows it touched. A forced re-mark may start a new generation while the call
 /// runs; rows it then skipped can have been re-marked by that generation, so they are still this
-/// term's, and skipping them for good would strand them (marked by the current generation, so
-/// never marked again; already acknowledged, so re-sent after newer records of their key by the
-/// next term). So when the list grew meanwhile, the call runs again with the longer one: each
-/// of these statements only touches rows still there and still ours, so a repeat is harmless.
+/// term's, and skipping them for good would strand them (a reset row left marked by the current
+/// generation is never marked again). So when the list grew meanwhile, the call runs again with
+/// the longer one: each of these statements only touches rows still there and still ours, so a
+/// repeat is harmless.
 async fn conditioned<F, Fut>(ctx: &TermContext, mut call: F) -> Result<u64>
 where
     F: FnMut(Vec<Uuid>) -> Fut,
