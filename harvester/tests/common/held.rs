@@ -1,12 +1,17 @@
 //! Any backend's store with one kind of call held back: every purge, reset or quarantine
-//! waits at a gate until the test opens it, so a test can act at exactly that moment (say, let
-//! a newer leader re-mark the rows first) and then learn what the first held call did.
+//! waits at a gate until the test lets it through, so a test can act at exactly that moment (say,
+//! let a newer leader re-mark the rows first) and then learn what the held calls did.
+//!
+//! [`Gate::release`] lets through only the calls waiting now and reports what they touched in
+//! all; calls that come later (a pipeline's next purge, queued behind the held one) wait again,
+//! so the test knows exactly which statements reached the database. [`Gate::open`] lets
+//! everything through for good.
 //!
 //! The pipeline bounds each store call on the client (`1 s + max(limits.drain_timeout, 10 s)`)
-//! and drops a call that takes longer: a test must open the gate within that, or the held call
-//! is abandoned (counted, and named when the test then waits for its outcome). A call the
+//! and drops a call that takes longer: a test must release the gate within that, or the held
+//! call is abandoned (counted, and named when the test then waits for its outcome). A call the
 //! pipeline retries after that is held too, so nothing of the kind reaches the database before
-//! the gate opens.
+//! the gate lets it.
 //!
 //! It can also take the marks out of the race: [`Held::stop_marking`] lets the marks already
 //! running finish and makes later ones take nothing, for a test that wants a deposed leader's
@@ -17,8 +22,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use harvester::outbox::Decoded;
@@ -37,25 +42,38 @@ pub enum Call {
     Quarantine,
 }
 
+/// What the held calls that were let through did.
+#[derive(Debug, Clone, Default)]
+struct Finished {
+    /// Calls that finished.
+    calls: u64,
+    /// Rows they purged or reset (1 per quarantined row).
+    touched: u64,
+    /// The first one's error, if any failed.
+    error: Option<String>,
+}
+
 /// Where the held calls wait. Clones share it.
 #[derive(Debug, Clone)]
 pub struct Gate {
     reached: Arc<watch::Sender<bool>>,
-    open: Arc<watch::Sender<bool>>,
-    /// What the first held call to finish touched (rows purged or reset, 1 or 0 for a
-    /// quarantine), or its error.
-    outcome: Arc<watch::Sender<Option<Result<u64, String>>>>,
-    /// Held calls dropped by their caller before they finished.
-    abandoned: Arc<AtomicUsize>,
+    /// Tickets handed to held calls so far, in the order they reached the gate.
+    issued: Arc<AtomicU64>,
+    /// A held call passes once its ticket is below this (`u64::MAX` once opened for good).
+    passes: Arc<watch::Sender<u64>>,
+    finished: Arc<watch::Sender<Finished>>,
+    /// Tickets of the held calls their caller dropped before they finished.
+    abandoned: Arc<Mutex<Vec<u64>>>,
 }
 
 impl Gate {
     fn new() -> Gate {
         Gate {
             reached: Arc::new(watch::channel(false).0),
-            open: Arc::new(watch::channel(false).0),
-            outcome: Arc::new(watch::channel(None).0),
-            abandoned: Arc::new(AtomicUsize::new(0)),
+            issued: Arc::new(AtomicU64::new(0)),
+            passes: Arc::new(watch::channel(0).0),
+            finished: Arc::new(watch::channel(Finished::default()).0),
+            abandoned: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -70,40 +88,83 @@ impl Gate {
 
     /// Lets the held calls through, and every later one.
     pub fn open(&self) {
-        self.open.send_replace(true);
+        self.passes.send_replace(u64::MAX);
     }
 
-    /// What the first held call to finish returned: rows touched, or its error (panics after
-    /// `within`, naming the calls the caller abandoned).
-    pub async fn outcome(&self, within: Duration) -> Result<u64, String> {
-        let mut outcome = self.outcome.subscribe();
-        let done = tokio::time::timeout(within, outcome.wait_for(Option::is_some))
-            .await
-            .map(|done| done.map(|o| o.clone()));
-        let abandoned = self.abandoned.load(Ordering::SeqCst);
-        let done = done.unwrap_or_else(|_| {
-            panic!(
-                "no held call finished within {within:?}; {abandoned} were abandoned by their \
-                 caller (the pipeline's bound on a store call: was the gate opened too late?)"
-            )
+    fn is_open(&self) -> bool {
+        *self.passes.borrow() == u64::MAX
+    }
+
+    /// Lets through the calls waiting now (later ones still wait) and returns, once they have
+    /// all finished, the rows they touched in all, or the first one's error (panics after
+    /// `within`, naming the calls their caller abandoned meanwhile).
+    pub async fn release(&self, within: Duration) -> Result<u64, String> {
+        let waiting = self.issued.load(Ordering::SeqCst);
+        self.passes.send_if_modified(|p| {
+            let later = waiting > *p;
+            if later {
+                *p = waiting;
+            }
+            later
         });
-        done.unwrap().unwrap()
+        let mut finished = self.finished.subscribe();
+        let abandoned = || {
+            let tickets = self.abandoned.lock().unwrap();
+            tickets.iter().filter(|t| **t < waiting).count() as u64
+        };
+        let done = tokio::time::timeout(
+            within,
+            finished.wait_for(|f| f.calls + abandoned() >= waiting),
+        )
+        .await
+        .map(|f| f.map(|f| f.clone()));
+        let Ok(Ok(done)) = done else {
+            panic!(
+                "{waiting} held calls did not finish within {within:?}; {} were abandoned by \
+                 their caller (the pipeline's bound on a store call: was the gate released too \
+                 late?)",
+                abandoned()
+            )
+        };
+        match done.error {
+            Some(e) => Err(e),
+            None => Ok(done.touched),
+        }
     }
 
-    async fn hold(&self) {
-        let mut open = self.open.subscribe();
+    /// Takes a ticket for `pending` and waits until the gate lets it through.
+    async fn hold(&self, pending: &mut Pending<'_>) {
+        let ticket = self.issued.fetch_add(1, Ordering::SeqCst);
+        pending.ticket = Some(ticket);
+        let mut passes = self.passes.subscribe();
         self.reached.send_replace(true);
-        let _ = open.wait_for(|o| *o).await;
+        let _ = passes.wait_for(|p| ticket < *p).await;
+    }
+
+    fn finish(&self, result: &Result<u64>) {
+        self.finished.send_modify(|f| {
+            f.calls += 1;
+            match result {
+                Ok(n) => f.touched += n,
+                Err(e) => {
+                    f.error.get_or_insert_with(|| e.to_string());
+                }
+            }
+        });
     }
 }
 
-/// Counts a held call as abandoned if it is dropped before it finishes.
-struct Pending<'a>(&'a Gate, bool);
+/// Records a held call as abandoned if it is dropped before it finishes.
+struct Pending<'a> {
+    gate: &'a Gate,
+    ticket: Option<u64>,
+    finished: bool,
+}
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        if !self.1 {
-            self.0.abandoned.fetch_add(1, Ordering::SeqCst);
+        if let (Some(ticket), false) = (self.ticket, self.finished) {
+            self.gate.abandoned.lock().unwrap().push(ticket);
         }
     }
 }
@@ -178,24 +239,18 @@ impl Held {
     }
 
     async fn through(&self, call: Call, run: Boxed<'_, Result<u64>>) -> Result<u64> {
-        if call != self.call || *self.gate.open.borrow() {
+        if call != self.call || self.gate.is_open() {
             return run.await;
         }
-        let mut pending = Pending(&self.gate, false);
-        self.gate.hold().await;
-        let result = run.await;
-        pending.1 = true;
-        let seen = match &result {
-            Ok(n) => Ok(*n),
-            Err(e) => Err(e.to_string()),
+        let mut pending = Pending {
+            gate: &self.gate,
+            ticket: None,
+            finished: false,
         };
-        self.gate.outcome.send_if_modified(|o| {
-            let first = o.is_none();
-            if first {
-                *o = Some(seen);
-            }
-            first
-        });
+        self.gate.hold(&mut pending).await;
+        let result = run.await;
+        pending.finished = true;
+        self.gate.finish(&result);
         result
     }
 }
