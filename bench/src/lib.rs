@@ -44,6 +44,7 @@ pub mod mariadb;
 pub mod pg;
 pub mod plot;
 pub mod receipts;
+pub mod recovery;
 pub mod report;
 pub mod rolling;
 pub mod run;

@@ -174,6 +174,10 @@ pub struct RunResult {
     pub failover: Option<Failover>,
     /// Broker faults, Postgres restart: the longest pause in deliveries from the fault on.
     pub stall_ms: Option<f64>,
+    /// Broker faults, Postgres restart: from the fault's start until the last record it
+    /// delayed arrived (`crate::recovery`).
+    #[serde(default)]
+    pub recovery_ms: Option<f64>,
     pub harvester_cpu_seconds: f64,
     pub cpu_seconds_per_million: Option<f64>,
     pub peak_rss_mib: f64,
@@ -541,7 +545,13 @@ pub fn markdown(
                 r.correctness.reordered.to_string()
             },
             r.correctness.duplicates,
-            opt(r.failover.map(|f| f.gap_ms).or(r.stall_ms), 0),
+            match (r.failover, r.stall_ms, r.recovery_ms) {
+                (Some(f), _, _) => format!("{:.0}", f.gap_ms),
+                (None, Some(stall), Some(recovered)) => {
+                    format!("{stall:.0} (recovered {:.1} s)", recovered / 1000.0)
+                }
+                (None, stall, _) => opt(stall, 0),
+            },
             opt(r.cpu_seconds_per_million, 1),
             r.peak_rss_mib,
             opt(r.wal_bytes_per_record, 0),
@@ -646,6 +656,7 @@ pub fn markdown(
          `lost (n by broker)`: n lost records' rows were deleted, which the harvester does only after the broker acknowledged them, and the log never held them: the broker dropped them (forgiven only where Produce errors are injected into the mock); `undelivered`: rows still in the outbox when the drain ended. \
          `evicted`: records the broker deleted before the verifier read them (the embedded broker keeps 5 MiB per partition; a real one, its retention), not counted in `lost`; a run whose only missing records are evicted ones is *inconclusive*, neither passed nor failed. \
          `broker busy`: share of the measured part the embedded broker's mock-cluster thread (it serves every request on that one thread) was on a CPU or runnable waiting for one; `bound by`: broker when that thread was at least 90 % busy, else database or harvester by the larger share of the machine's cores it used if at least half, else none (round trips or the offered load). `reord (n rewound, ≤ m allowed)`: n steps back in a key's deliveries (an older record after a newer one); allowed only in failover-zombie, at most m: the records the stalled leader had in flight (scripts/zombie-loop.sh holds transactional runs to none). \
+         `failover gap / stall ms`: the gap in deliveries around a new leader's start, or the longest pause in deliveries from a fault on; `(recovered s)`: from the fault's start until the last record it delayed arrived (late: more than twice the p99 before the fault from commit to receipt, at least 1 s). \
          Delivered rec/s counts first deliveries while writers wrote (written = the writers' commit rate, target = the open-loop rate). \
          WAL and transactions per record include the writers' own."
     );

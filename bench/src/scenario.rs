@@ -65,9 +65,10 @@ pub enum ClusterFault {
     KillQuorumLeader,
     /// SIGTERM every node at once, wait `fault_for`, start them all.
     StopCluster,
-    /// Two of the three nodes stopped for `fault_for`: fewer in-sync replicas than
-    /// `min.insync.replicas`, so no write can be acknowledged (and the controller quorum has no
-    /// majority either); then started again.
+    /// The data topic's `min.insync.replicas` raised to 3, then one node (not the controller
+    /// quorum's leader) stopped for `fault_for`: every partition keeps a leader and the quorum
+    /// its majority, but has 2 replicas in sync, so the brokers refuse every write with
+    /// NOT_ENOUGH_REPLICAS until the node is back and in sync again.
     MinInsyncUnmet,
 }
 

@@ -1,7 +1,7 @@
 //! Faults only a real cluster has, done to a private 3-node Apache Kafka cluster of the run's own
 //! (`testkit::broker::PrivateKafka`, `scripts/kafka.sh node ...`): a broker killed, paused or
-//! restarted, the controller quorum's leader killed, the whole cluster stopped, too few brokers
-//! for `min.insync.replicas`. Each notes its instants for the timeline, and each ends once the
+//! restarted, the controller quorum's leader killed, the whole cluster stopped, too few replicas
+//! in sync for the data topic's `min.insync.replicas` (raised to 3, one node stopped). Each notes its instants for the timeline, and each ends once the
 //! cluster is whole again (every node up, every partition of the data topic led with every
 //! replica in sync), so what the run measures afterwards is the harvester's recovery, not the
 //! cluster's.
@@ -71,13 +71,17 @@ pub async fn inject(
             act(kafka, &all, NodeAction::Start, &mut events, "start").await?;
         }
         ClusterFault::MinInsyncUnmet => {
-            // Two nodes other than the busiest leader: the remaining one leads most
-            // partitions, which then have one in-sync replica, fewer than min.insync.replicas.
-            let keep = blocking(|| kafka.busiest_leader(topic)).await?;
-            let two: Vec<u16> = (1..=kafka.nodes()).filter(|n| *n != keep).collect();
-            act(kafka, &two, NodeAction::Stop, &mut events, "SIGTERM").await?;
+            // Every replica must be in sync, then one node goes: the partitions keep a leader
+            // and the quorum (two of three controllers) stays, but each has 2 replicas in sync,
+            // fewer than 3, so the brokers refuse produces with NOT_ENOUGH_REPLICAS.
+            let node = blocking(|| kafka.quiet_node(topic)).await?;
+            let at = Instant::now();
+            let insync = [("min.insync.replicas", "3")];
+            kafka.broker().set_topic_configs(topic, &insync).await?;
+            events.push(("min.insync.replicas=3".to_owned(), at));
+            act(kafka, &[node], NodeAction::Stop, &mut events, "SIGTERM").await?;
             tokio::time::sleep(hold).await;
-            act(kafka, &two, NodeAction::Start, &mut events, "start").await?;
+            act(kafka, &[node], NodeAction::Start, &mut events, "start").await?;
         }
     }
     whole(kafka, topic, &mut events).await?;

@@ -850,6 +850,9 @@ async fn run_on(
         stall_ms: disturbed
             .and_then(|at| longest_pause_after(receipts, at))
             .map(|d| d.as_secs_f64() * 1000.0),
+        recovery_ms: disturbed
+            .and_then(|at| crate::recovery::recovered_after(&committed_records, receipts, at))
+            .map(|d| d.as_secs_f64() * 1000.0),
         harvester_cpu_seconds: procs.cpu_seconds,
         cpu_seconds_per_million: Some(procs.cpu_seconds / delivered * 1e6),
         peak_rss_mib: procs.peak_rss_bytes as f64 / 1024.0 / 1024.0,

@@ -66,6 +66,8 @@
 mod adapt;
 pub mod batch;
 pub(crate) mod classify;
+mod diagnose;
+mod failure_log;
 mod gone;
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 pub mod keys;

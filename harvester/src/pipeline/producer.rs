@@ -22,6 +22,7 @@ use rdkafka::producer::{BaseRecord, Producer, ProducerContext, PurgeConfig, Thre
 use rdkafka::ClientConfig;
 use tokio::sync::mpsc;
 
+use super::diagnose::PartitionHealth;
 use crate::error::Error;
 use crate::kafka::Wanted;
 use crate::outbox::OutboxRecord;
@@ -227,6 +228,29 @@ impl ShardProducer {
             )) => Err(SendError::QueueFull),
             Err((e, _)) => Err(SendError::Failed(e)),
         }
+    }
+
+    /// `topic`'s partitions as the cluster's metadata says now (blocks for up to `timeout`).
+    pub fn partition_health(
+        &self,
+        topic: &str,
+        timeout: Duration,
+    ) -> std::result::Result<Vec<PartitionHealth>, KafkaError> {
+        let metadata = self
+            .producer
+            .client()
+            .fetch_metadata(Some(topic), timeout)?;
+        Ok(metadata
+            .topics()
+            .iter()
+            .flat_map(|t| t.partitions())
+            .map(|p| PartitionHealth {
+                partition: p.id(),
+                leader: (p.leader() >= 0).then_some(p.leader()),
+                replicas: p.replicas().len(),
+                in_sync: p.isr().len(),
+            })
+            .collect())
     }
 
     /// The producer's fatal error, if librdkafka raised one: the instance is then unusable, and

@@ -24,6 +24,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::classify::{classify, Failure};
+use super::diagnose::shortfall;
+use super::failure_log::FailureLog;
 use super::gone::{Gone, MarksBegun};
 use super::keys::{Admitted, Finished, Key, KeyQueues, State};
 use super::producer::{Report, SendError, ShardProducer};
@@ -49,6 +51,8 @@ pub(crate) struct Shard {
     queue_reported: i64,
     /// Transient failures since the last success: a stuck producer is replaced.
     stall: Stall,
+    /// Delivery failures told at warn, at most once per `failure_log::EVERY`.
+    failures: FailureLog,
     /// Transactional mode: the open transaction.
     txn: Option<TxnState>,
     /// The term's hard stop (set by `run`): transaction calls stop waiting on it.
@@ -91,6 +95,10 @@ fn observe_seconds(h: &crate::stats::histogram::Histogram, age: chrono::TimeDelt
 /// How long a blocked key waits for its reset rows before a full re-mark is forced.
 const BLOCKED_PATIENCE: Duration = Duration::from_secs(30);
 
+/// How long reading a failing topic's metadata may take, for the warning that says what is
+/// wrong with its partitions.
+const DIAGNOSE_WITHIN: Duration = Duration::from_secs(5);
+
 impl Shard {
     pub fn new(
         ctx: Arc<TermContext>,
@@ -100,6 +108,7 @@ impl Shard {
     ) -> Self {
         Shard {
             stall: Stall::new(ctx.limits.producer_stall_timeout),
+            failures: FailureLog::default(),
             keys: KeyQueues::new().with_window(ctx.limits.max_in_flight_per_key),
             txn: ctx.transactions.clone().map(TxnState::new),
             ctx,
@@ -378,6 +387,12 @@ impl Shard {
     async fn on_failure(&mut self, id: i64, error: &rdkafka::error::KafkaError) -> Result<()> {
         self.outstanding = self.outstanding.saturating_sub(1);
         Stats::add(&self.ctx.stats.delivery_failures, 1);
+        if let Some(warning) = self.failures.failed(Instant::now(), error) {
+            tracing::warn!(shard = self.producer.shard, "{warning}");
+            if let Some(topic) = self.keys.held_mut(id).map(|h| h.record.topic.clone()) {
+                self.diagnose(topic);
+            }
+        }
         if classify(error) == Failure::Refused {
             return Err(self.refused(id, error));
         }
@@ -439,6 +454,23 @@ impl Shard {
             return Ok(());
         };
         self.reset_key(&key, id).await
+    }
+
+    /// Says at warn what is wrong with `topic`'s partitions, if anything (`diagnose`), from
+    /// its metadata read off the runtime; says nothing when the metadata cannot be read (the
+    /// failures' warning has already been given).
+    fn diagnose(&self, topic: String) {
+        let producer = Arc::clone(&self.producer);
+        tokio::task::spawn_blocking(move || {
+            match producer.partition_health(&topic, DIAGNOSE_WITHIN) {
+                Ok(health) => {
+                    if let Some(said) = shortfall(&topic, &health) {
+                        tracing::warn!(shard = producer.shard, "{said}");
+                    }
+                }
+                Err(e) => tracing::debug!("cannot read the metadata of {topic}: {e}"),
+            }
+        });
     }
 
     /// A row failed and the producer is dead. The row's own error may be why: with

@@ -12,6 +12,7 @@ pub mod host;
 pub mod limits;
 pub mod private;
 pub mod protocol;
+mod topic_config;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;

@@ -186,6 +186,25 @@ impl PrivateKafka {
             .ok_or_else(|| TestkitError::Broker(format!("no partition of {topic} has a leader")))
     }
 
+    /// A node to take away with the least else disturbed: not the controller quorum's
+    /// leader, and leading the fewest partitions of `topic` (the highest id among equals).
+    pub fn quiet_node(&self, topic: &str) -> Result<u16, TestkitError> {
+        let quorum = self.quorum_leader()?;
+        let mut led: std::collections::BTreeMap<u16, usize> = (1..=self.nodes)
+            .filter(|n| *n != quorum)
+            .map(|n| (n, 0))
+            .collect();
+        for leader in self.partitions(topic)?.into_iter().filter_map(|p| p.leader) {
+            if let Some(n) = led.get_mut(&leader) {
+                *n += 1;
+            }
+        }
+        led.iter()
+            .min_by_key(|(node, n)| (**n, std::cmp::Reverse(**node)))
+            .map(|(node, _)| *node)
+            .ok_or_else(|| TestkitError::Broker("no node other than the quorum leader".into()))
+    }
+
     /// Whether every node is up and every partition of `topic` is led and has every node in
     /// sync: the cluster is whole again after a fault.
     pub fn whole(&self, topic: &str) -> Result<bool, TestkitError> {
