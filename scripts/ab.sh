@@ -21,14 +21,20 @@ wt=$ROOT/target/ab/worktree
 git worktree remove --force "$wt" 2>/dev/null || true
 git worktree add -f --detach "$wt" "$rev" >/dev/null
 trap 'git worktree remove --force "$wt" 2>/dev/null || true' EXIT
-build() { # DIR TARGET_DIR: release reaper and bench (with the reaper's feature where it has one)
-  (cd "$1" && CARGO_TARGET_DIR=$2 cargo build --release -q -p harvester --features harvester/cli \
-      --bin reaper -p bench --bin bench 2>/dev/null) \
-    || (cd "$1" && CARGO_TARGET_DIR=$2 cargo build --release -q -p harvester --bin reaper -p bench --bin bench)
+# Both builds share this tree's target directory, so the dependencies compile once; the old
+# tree's binaries are copied aside (the bench finds the reaper next to itself) before this
+# tree's build overwrites them.
+build() { # DIR: release reaper and bench (with the reaper's feature where it has one)
+  (cd "$1" && CARGO_TARGET_DIR=$ROOT/target cargo build --release -q -p harvester \
+      --features harvester/cli --bin reaper -p bench --bin bench 2>/dev/null) \
+    || (cd "$1" && CARGO_TARGET_DIR=$ROOT/target cargo build --release -q -p harvester \
+      --bin reaper -p bench --bin bench)
 }
 echo "== building $old_sha and this tree (release)"
-build "$wt" "$ROOT/target/ab/target"
-build "$ROOT" "$ROOT/target"
+build "$wt"
+mkdir -p "$ROOT/target/ab/old"
+cp "$ROOT/target/release/reaper" "$ROOT/target/release/bench" "$ROOT/target/ab/old/"
+build "$ROOT"
 
 out=$ROOT/target/ab/results
 rm -rf "$out"
@@ -38,7 +44,7 @@ drain_of() { awk -F'|' '$2 ~ /^ drain $/ { gsub(/ /, "", $5); gsub(/ /, "", $6);
 printf '\n%-6s %-5s %-14s %12s %10s\n' round side build "drain rec/s" "x ceiling" | tee "$out/summary.txt"
 for i in $(seq "$rounds"); do
   for side in old new; do
-    if [ "$side" = old ]; then bin=$ROOT/target/ab/target/release/bench; sha=$old_sha
+    if [ "$side" = old ]; then bin=$ROOT/target/ab/old/bench; sha=$old_sha
     else bin=$ROOT/target/release/bench; sha=$new_sha; fi
     scripts/with-services.sh "$bin" run --profile quick --scenario drain --out "$out/$side-$i" \
       > "$out/$side-$i.log" 2>&1 || { echo "drain run $side-$i failed; see $out/$side-$i.log" >&2; exit 1; }
