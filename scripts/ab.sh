@@ -24,7 +24,15 @@ trap 'git worktree remove --force "$wt" 2>/dev/null || true' EXIT
 # Both builds share this tree's target directory, so the dependencies compile once; the old
 # tree's binaries are copied aside (the bench finds the reaper next to itself) before this
 # tree's build overwrites them.
+# Cargo tells a workspace member's build is fresh by its sources' paths relative to the
+# workspace and their mtimes: after another tree's build into the same target directory, this
+# tree's older files look built already, and cargo would hand back the other tree's binary. So
+# every build first removes the members' own release artifacts (the dependencies stay).
+members() { cargo metadata --no-deps --format-version 1 --manifest-path "$ROOT/Cargo.toml" \
+  | python3 -c 'import json, sys; print(" ".join("-p " + p["name"] for p in json.load(sys.stdin)["packages"]))'; }
 build() { # DIR: release reaper and bench (with the reaper's feature where it has one)
+  # shellcheck disable=SC2046 # one word per -p NAME
+  (cd "$1" && CARGO_TARGET_DIR=$ROOT/target cargo clean --release -q $(members))
   (cd "$1" && CARGO_TARGET_DIR=$ROOT/target cargo build --release -q -p harvester \
       --features harvester/cli --bin reaper -p bench --bin bench 2>/dev/null) \
     || (cd "$1" && CARGO_TARGET_DIR=$ROOT/target cargo build --release -q -p harvester \
@@ -35,6 +43,10 @@ build "$wt"
 mkdir -p "$ROOT/target/ab/old"
 cp "$ROOT/target/release/reaper" "$ROOT/target/release/bench" "$ROOT/target/ab/old/"
 build "$ROOT"
+if cmp -s "$ROOT/target/ab/old/bench" "$ROOT/target/release/bench"; then
+  echo "ab: $old_sha and this tree built the same bench binary; not comparing a build with itself" >&2
+  exit 1
+fi
 
 out=$ROOT/target/ab/results
 rm -rf "$out"

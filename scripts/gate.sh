@@ -27,8 +27,16 @@ fi
 # Every build shares this tree's target directory, so the dependencies are compiled once (on a
 # fresh machine a separate one cost a full release build per job); each binary is copied aside,
 # as the next build of another tree overwrites target/release/hotpaths.
+# Cargo tells a workspace member's build is fresh by its sources' paths relative to the
+# workspace and their mtimes: after another tree's build into the same target directory, this
+# tree's older files look built already, and cargo would hand back the other tree's binary. So
+# every build first removes the members' own release artifacts (the dependencies stay).
+members() { cargo metadata --no-deps --format-version 1 --manifest-path "$ROOT/Cargo.toml" \
+  | python3 -c 'import json, sys; print(" ".join("-p " + p["name"] for p in json.load(sys.stdin)["packages"]))'; }
 build() { # build DIR -> path of a copy of its hotpaths
-  (cd "$1" && CARGO_TARGET_DIR=$ROOT/target cargo build --release -q -p bench --bin hotpaths)
+  # shellcheck disable=SC2046 # one word per -p NAME
+  (cd "$1" && CARGO_TARGET_DIR=$ROOT/target cargo clean --release -q $(members) \
+    && CARGO_TARGET_DIR=$ROOT/target cargo build --release -q -p bench --bin hotpaths)
   local copy
   copy=$(mktemp "$tmp/hotpaths.XXXXXX")
   cp "$ROOT/target/release/hotpaths" "$copy" && chmod 755 "$copy"
@@ -113,6 +121,10 @@ case "${1:-}" in
     git worktree add -f --detach "$wt" "$rev" >/dev/null
     base_bin=$(build "$wt")
     cand_bin=$(build "$ROOT")
+    if cmp -s "$base_bin" "$cand_bin"; then
+      echo "gate: $rev and this tree built the same hotpaths binary; not comparing a build with itself" >&2
+      exit 2
+    fi
     list=$(workloads "$cand_bin")
     # shellcheck disable=SC2086
     measure "$base_bin" $list > "$tmp/base"
