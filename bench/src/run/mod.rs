@@ -550,7 +550,11 @@ async fn run_on(
                 let (Some(kafka), Some(fault)) = (kafka, scenario.cluster_fault) else {
                     unreachable!("a cluster_fault scenario runs on its private cluster")
                 };
-                events.extend(cluster::inject(kafka, fault, &ground.topic, fault_for).await?);
+                let done = cluster::inject(kafka, fault, &ground.topic, fault_for).await?;
+                // The fault begins with its first step, not when the run began to choose a
+                // node (a quorum's leader is asked of a JVM tool: seconds on a busy machine).
+                disturbed = done.first().map(|(_, at)| *at).or(disturbed);
+                events.extend(done);
             }
             Kind::RollingRestart => {
                 until(fault_at).await;
