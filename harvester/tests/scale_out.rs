@@ -9,6 +9,11 @@
 //! members claimed the same bucket at the same time (a claim by Y counts against X only when
 //! it falls between two claims by X of one sampling sweep, so a hand-over between two samples
 //! is not mistaken for an overlap).
+//!
+//! In transactional mode (`publish.mode = "transactional"`) each owned bucket publishes under a
+//! transactional id of its own, which the bucket's next owner registers again: the broker then
+//! fences the stopped member's producers, and nothing it had in flight becomes visible after
+//! its successor's records (0 rewinds, where idempotent mode counts them).
 
 mod common;
 
@@ -70,9 +75,25 @@ impl Kind {
     }
 }
 
-fn config(world: &World, kind: Kind) -> TempFile {
+/// How the members publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Publish {
+    Idempotent,
+    Transactional,
+}
+
+fn config(world: &World, kind: Kind, publish: Publish) -> TempFile {
     let mut c = world.config();
     c.leader = kind.leader(world);
+    if publish == Publish::Transactional {
+        c.publish = serde_json::from_value(serde_json::json!({
+            "mode": "transactional",
+            "transactional_id": format!("{}-txn", world.group),
+            "linger": "20ms",
+        }))
+        .unwrap();
+    }
+    c.validate().unwrap();
     c.http.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
     c.limits.min_metrics_interval = Duration::from_millis(50);
     c.limits.max_in_flight_records = 200.into();
@@ -171,7 +192,7 @@ fn in_flight(r: &Reaper) -> i64 {
         .unwrap_or(0)
 }
 
-async fn scale_out(kind: Kind, backend: Backend, prefix: &str) {
+async fn scale_out(kind: Kind, backend: Backend, prefix: &str, publish: Publish) {
     let world = Arc::new(World::on(backend, prefix, 4).await);
     world.migrate().await;
     if kind == Kind::NeliBuckets {
@@ -182,7 +203,7 @@ async fn scale_out(kind: Kind, backend: Backend, prefix: &str) {
             .await
             .unwrap();
     }
-    let config = config(&world, kind);
+    let config = config(&world, kind, publish);
     let members: Arc<Mutex<Vec<Option<SocketAddr>>>> = Arc::default();
     let paused: Arc<Mutex<Vec<bool>>> = Arc::default();
     let mut reapers: Vec<Reaper> = Vec::new();
@@ -270,7 +291,7 @@ async fn scale_out(kind: Kind, backend: Backend, prefix: &str) {
         let _ = reapers[i].proc.wait_exit(Duration::from_secs(20));
     }
     println!(
-        "{kind:?}: published {published:?}; b exit {b_exit:?}; in flight at the kill {c_in_flight}, at the stop {a_in_flight}; \
+        "{kind:?}, {publish:?}: published {published:?}; b exit {b_exit:?}; in flight at the kill {c_in_flight}, at the stop {a_in_flight}; \
          {samples} ownership samples in {} sweeps, overlaps {double:?}; {report}",
         sweeps.len()
     );
@@ -289,6 +310,12 @@ async fn scale_out(kind: Kind, backend: Backend, prefix: &str) {
         report.rewinds <= a_in_flight.max(0) as u64,
         "rewinds exceed what the stopped member had in flight ({a_in_flight}):\n{report}"
     );
+    if publish == Publish::Transactional {
+        assert_eq!(
+            report.rewinds, 0,
+            "a fenced member's late records became visible:\n{report}"
+        );
+    }
     assert_eq!(report.delivered, 40 * rounds);
     assert!(double.is_empty(), "buckets owned twice at once: {double:?}");
     assert!(samples > 100, "the observer sampled ({samples})");
@@ -307,13 +334,25 @@ async fn scale_out(kind: Kind, backend: Backend, prefix: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn neli_buckets_scale_out_join_leave_kill_stop() {
-    scale_out(Kind::NeliBuckets, Backend::Postgres, "scale_neli").await;
+    scale_out(
+        Kind::NeliBuckets,
+        Backend::Postgres,
+        "scale_neli",
+        Publish::Idempotent,
+    )
+    .await;
 }
 
 #[cfg(feature = "etcd")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rink_scale_out_join_leave_kill_stop() {
-    scale_out(Kind::Rink, Backend::Postgres, "scale_rink").await;
+    scale_out(
+        Kind::Rink,
+        Backend::Postgres,
+        "scale_rink",
+        Publish::Idempotent,
+    )
+    .await;
 }
 
 /// The same in snapshot mode: each member reads its buckets between snapshots.
@@ -323,6 +362,7 @@ async fn neli_buckets_scale_out_join_leave_kill_stop_in_snapshot_mode() {
         Kind::NeliBuckets,
         Backend::PostgresSnapshot,
         "scale_neli_snap",
+        Publish::Idempotent,
     )
     .await;
 }
@@ -330,5 +370,35 @@ async fn neli_buckets_scale_out_join_leave_kill_stop_in_snapshot_mode() {
 #[cfg(feature = "etcd")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rink_scale_out_join_leave_kill_stop_in_snapshot_mode() {
-    scale_out(Kind::Rink, Backend::PostgresSnapshot, "scale_rink_snap").await;
+    scale_out(
+        Kind::Rink,
+        Backend::PostgresSnapshot,
+        "scale_rink_snap",
+        Publish::Idempotent,
+    )
+    .await;
+}
+
+/// Transactional mode: a transactional id per bucket, fenced by the bucket's next owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neli_buckets_scale_out_join_leave_kill_stop_transactional() {
+    scale_out(
+        Kind::NeliBuckets,
+        Backend::Postgres,
+        "scale_neli_txn",
+        Publish::Transactional,
+    )
+    .await;
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rink_scale_out_join_leave_kill_stop_transactional() {
+    scale_out(
+        Kind::Rink,
+        Backend::Postgres,
+        "scale_rink_txn",
+        Publish::Transactional,
+    )
+    .await;
 }

@@ -124,7 +124,8 @@ pub struct Limits {
     /// Producer shards, each with its own idempotent producer; keys are routed by FNV-1a.
     /// Default `"auto"`: one per two cores, 1 to 8 (goharvest's default is 8); in
     /// transactional mode 8, because every harvester of an outbox must use the same
-    /// transactional ids. A number fixes it.
+    /// transactional ids. A number fixes it. Not used (and refused) in transactional mode with
+    /// a kind that shares by bucket: there each owned bucket is a producer of its own.
     pub send_concurrency: Adaptive,
     /// Marked batches buffered per shard. Default 10.
     pub send_buffer: usize,
@@ -289,13 +290,18 @@ fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
 const GAPLESS: &str = "enable.gapless.guarantee";
 
 /// Producer settings the harvester must control. In transactional mode each shard's
-/// `transactional.id` is set too (shown here with the shard index as `<i>`).
-pub(crate) fn forced_producer(publish: &PublishConfig) -> Vec<(&'static str, String)> {
+/// `transactional.id` is set too (shown here with the shard index as `<i>`, or for members
+/// sharing by bucket, with `b<bucket>`).
+pub(crate) fn forced_producer(
+    publish: &PublishConfig,
+    by_bucket: bool,
+) -> Vec<(&'static str, String)> {
     let mut forced = vec![("enable.idempotence", "true".into())];
     if let Some(t) = publish.transactional() {
+        let unit = if by_bucket { "b<bucket>" } else { "<i>" };
         forced.push((
             TRANSACTIONAL_ID_KEY,
-            format!("{}-<i>", t.transactional_id.trim()),
+            format!("{}-{unit}", t.transactional_id.trim()),
         ));
     }
     forced
@@ -307,17 +313,19 @@ const TXN_TIMEOUT: &str = "transaction.timeout.ms";
 /// librdkafka's name of a transactional producer's id.
 pub(crate) const TRANSACTIONAL_ID_KEY: &str = "transactional.id";
 
-/// What transactional mode cannot be combined with (yet), each with the reason.
+/// What transactional mode cannot be combined with, each with the reason.
 fn publish_problems(config: &Config) -> Vec<ConfigProblem> {
     let mut p = config.publish.problems();
     if config.publish.transactional().is_some() && config.leader.shares_by_bucket() {
-        p.push(ConfigProblem::new(
-            "publish.mode",
-            format!(
-                "\"transactional\" is not supported with leader.kind = {:?} yet: fencing must follow bucket ownership (a transactional id per bucket, taken over by the bucket's next owner), and the shards' ids would have every member fence the others; use a single-leader kind or mode = \"idempotent\"",
-                config.leader.kind()
-            ),
-        ));
+        if let Some(n) = config.limits.send_concurrency.fixed() {
+            p.push(ConfigProblem::new(
+                "limits.send_concurrency",
+                format!(
+                    "({n}) does not apply with publish.mode = \"transactional\" and leader.kind = {:?}: each owned bucket is a producer of its own, whose transactional id follows the bucket to its next owner (so a stalled member is fenced); remove it, or lower leader.buckets for fewer producers",
+                    config.leader.kind()
+                ),
+            ));
+        }
     }
     p
 }
@@ -404,7 +412,7 @@ impl Config {
     pub(crate) fn producer_client_config(
         &self,
     ) -> std::result::Result<rdkafka::ClientConfig, Vec<ConfigProblem>> {
-        let forced = forced_producer(&self.publish);
+        let forced = forced_producer(&self.publish, self.leader.shares_by_bucket());
         let mut problems = Vec::new();
         let mut config = match self.kafka.client_config("kafka", "producers", &forced) {
             Ok(c) => Some(c),

@@ -135,4 +135,10 @@ impl TransactionalConfig {
     pub fn shard_id(&self, shard: usize) -> String {
         format!("{}-{shard}", self.transactional_id.trim())
     }
+
+    /// The `transactional.id` of bucket `bucket`'s fencing unit (members sharing the outbox by
+    /// bucket: the id follows the bucket to its next owner).
+    pub fn unit_id(&self, bucket: u16) -> String {
+        format!("{}-b{bucket}", self.transactional_id.trim())
+    }
 }

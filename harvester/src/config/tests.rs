@@ -253,17 +253,26 @@ fn a_key_window_needs_no_gapless_guarantee_in_transactional_mode() {
 }
 
 #[test]
-fn transactional_mode_is_refused_when_sharing_by_bucket() {
-    let c = Config {
+fn members_sharing_by_bucket_publish_each_bucket_under_an_id_of_its_own() {
+    let mut c = Config {
         publish: transactional("orders"),
         leader: serde_json::from_value(serde_json::json!({"kind": "neli_buckets"})).unwrap(),
         ..Config::default()
     };
+    c.validate().unwrap();
+    assert_eq!(c.publish.transactional().unwrap().unit_id(7), "orders-b7");
+    c.producer_kafka = KafkaConfig::empty().set("transactional.id", "mine");
+    assert!(c
+        .problems()
+        .iter()
+        .any(|p| p.message.contains("orders-b<bucket>")));
+    c.producer_kafka = KafkaConfig::empty();
+    c.limits.send_concurrency = Adaptive::Fixed(4);
     let problems = c.problems();
     assert!(
         problems
             .iter()
-            .any(|p| p.field == "publish.mode" && p.message.contains("bucket")),
+            .any(|p| p.field == "limits.send_concurrency" && p.message.contains("bucket")),
         "{problems:?}"
     );
 }

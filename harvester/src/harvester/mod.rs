@@ -30,7 +30,7 @@ use crate::config::{Config, Coordinator};
 use crate::election::{ElectionEvent, Elector, Term};
 use crate::error::Error;
 use crate::pipeline::narrow::Narrow;
-use crate::pipeline::{run_term, Adapt, Gate, ShardProducer, TermContext, Transactions};
+use crate::pipeline::{run_term, Adapt, Gate, Routing, ShardProducer, TermContext, Transactions};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::store::postgres::PgStore;
 use crate::store::BucketScope;
@@ -464,6 +464,23 @@ impl Harvester {
         scope: Option<BucketScope>,
     ) -> RunningTerm {
         let epoch = self.epochs.fetch_add(1, Ordering::Relaxed) + 1;
+        let transactional = self.config.publish.transactional().cloned();
+        // Transactional members sharing by bucket publish each bucket under an id of its own.
+        let (routing, ids): (Routing, Vec<Option<String>>) = match (&transactional, &scope) {
+            (Some(t), Some(scope)) => (
+                Routing::ByBucket {
+                    count: scope.count,
+                    units: scope.buckets.clone(),
+                },
+                scope.buckets.iter().map(|b| Some(t.unit_id(*b))).collect(),
+            ),
+            (t, _) => (
+                Routing::ByKey,
+                (0..self.config.limits.shards(t.is_some()))
+                    .map(|i| t.as_ref().map(|t| t.shard_id(i)))
+                    .collect(),
+            ),
+        };
         self.status.write().leader_id = Some(generation);
         let limits = self.config.limits.clone();
         let adapt = Adapt::new(&limits, Arc::clone(&self.stats));
@@ -483,15 +500,12 @@ impl Harvester {
             epoch,
             fatal_rows: Arc::clone(&self.fatal_rows),
             transactions: self.transactions(),
+            routing,
         });
         let graceful = CancellationToken::new();
         let hard = CancellationToken::new();
         let producer_config = self.config.producer_client_config();
-        let shards = self
-            .config
-            .limits
-            .shards(self.config.publish.transactional().is_some());
-        let transactional = self.config.publish.transactional().cloned();
+        let shards = ids.len();
         let init_timeout = self.txn_call_timeout();
         let (g, h) = (graceful.clone(), hard.clone());
         let (narrow, narrowings) = mpsc::channel(1);
@@ -503,11 +517,8 @@ impl Harvester {
             // once. A term that ends meanwhile registers no more: a late registration would
             // fence its successor.
             let registering = std::time::Instant::now();
-            let creating = (0..shards).map(|i| {
-                let (config, id) = (
-                    config.clone(),
-                    transactional.as_ref().map(|t| t.shard_id(i)),
-                );
+            let creating = ids.into_iter().enumerate().map(|(i, id)| {
+                let config = config.clone();
                 let (cut, ctx) = (h.clone(), Arc::clone(&ctx));
                 tokio::task::spawn_blocking(move || {
                     if id.is_some() && (cut.is_cancelled() || !ctx.may_act()) {

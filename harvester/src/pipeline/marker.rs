@@ -13,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::gone::MarksBegun;
-use super::route::shard_for;
+use super::units::Router;
 use super::{Stats, TermContext, ToPurger, ToShard};
+use crate::outbox::Decoded;
 use crate::outbox::OutboxRecord;
 use crate::store::Wakeups;
 use crate::Result;
@@ -30,6 +31,7 @@ pub(crate) async fn run(
     let mut wakeups = ctx.store.wakeups().await;
     let limits = &ctx.limits;
     let mut idle = limits.mark_backoff;
+    let mut router = Router::new(ctx.routing.clone());
     loop {
         if graceful.is_cancelled() || hard.is_cancelled() {
             return Ok(());
@@ -95,13 +97,30 @@ pub(crate) async fn run(
             .saturating_sub(ctx.permits.available_permits());
         ctx.adapt
             .after_mark(want, n, rows.len(), held, &ctx.permits);
+        let records = rows.iter().filter_map(|d| d.as_ref().ok());
+        let prepared = ctx.bounded(
+            "compute the buckets of marked keys",
+            router.prepare(ctx.store.as_ref(), records),
+        );
+        let targets = match prepared
+            .await
+            .and_then(|()| targets(&router, &rows, shards.len()))
+        {
+            Ok(t) => t,
+            Err(e) => {
+                drop(marking);
+                unrouted(&ctx, n, &e);
+                pause(limits.io_error_backoff, &graceful, &hard).await;
+                continue;
+            }
+        };
         let mut per_shard: Vec<Vec<OutboxRecord>> = vec![Vec::new(); shards.len()];
         let mut used = 0;
         for decoded in rows {
             match decoded {
                 Ok(record) => {
+                    per_shard[targets[used]].push(record);
                     used += 1;
-                    per_shard[shard_for(record.key.as_deref(), shards.len())].push(record);
                 }
                 Err(poison) => {
                     tracing::warn!(id = poison.id, "quarantining: {}", poison.reason);
@@ -134,6 +153,33 @@ pub(crate) async fn run(
             }
         }
     }
+}
+
+/// The shard of each well-formed row of a mark, in order; an error when one is outside this
+/// term's fencing units (never published by the wrong one).
+fn targets(router: &Router, rows: &[Decoded], shards: usize) -> Result<Vec<usize>> {
+    rows.iter()
+        .filter_map(|d| d.as_ref().ok())
+        .map(|r| {
+            router.shard(r, shards).ok_or_else(|| {
+                crate::Error::Pipeline(format!(
+                    "row {} was marked outside this term's fencing units",
+                    r.id
+                ))
+            })
+        })
+        .collect()
+}
+
+/// A mark whose rows cannot be routed: none goes out, and a fresh leader id re-marks them.
+fn unrouted(ctx: &TermContext, permits: usize, e: &crate::Error) {
+    Stats::add(&ctx.stats.db_errors, 1);
+    ctx.release(permits);
+    ctx.force_remark.store(true, Ordering::SeqCst);
+    tracing::warn!(
+        "cannot route marked rows, re-marking after {:?}: {e}",
+        ctx.limits.io_error_backoff
+    );
 }
 
 /// Takes between 1 and `want` permits: every free one up to `want`. When fewer than a useful

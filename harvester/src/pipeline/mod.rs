@@ -40,7 +40,9 @@
 //! producers fence the predecessor's on the broker: a stalled leader that resumes can no longer
 //! write after its successor. Records go out in transactions (see [`txn`]); a row is purged
 //! when its transaction commits, and a failure aborts the transaction and resets every key it
-//! touched, so a key's window needs no gapless guarantee there.
+//! touched, so a key's window needs no gapless guarantee there. Members sharing the outbox by
+//! bucket cannot share shard ids: there each owned bucket is a shard with an id of its own,
+//! which follows the bucket to its next owner (see [`units`]).
 //!
 //! ## Failures: re-do no more than correctness requires
 //! goharvest tears down every producer and re-marks everything on any failure. Here a failed
@@ -80,6 +82,7 @@ pub mod route;
 mod shard;
 mod stall;
 mod txn;
+mod units;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
@@ -102,6 +105,7 @@ use keys::Key;
 pub use producer::message_headers;
 pub(crate) use producer::ShardProducer;
 pub(crate) use txn::Transactions;
+pub(crate) use units::Routing;
 
 /// Messages from the marker and shards to the purger.
 #[derive(Debug)]
@@ -180,6 +184,8 @@ pub(crate) struct TermContext {
     pub fatal_rows: FatalRows,
     /// Transactional mode's settings (`publish.mode = "transactional"`); None: idempotent.
     pub transactions: Option<Transactions>,
+    /// How the marker picks a record's shard (see [`units`]).
+    pub routing: Routing,
 }
 
 /// See [`TermContext::fatal_rows`].
