@@ -2,10 +2,12 @@
 # The failover-zombie scenario N times in a row, one line of counts per run, then the totals:
 # does a leader that resumes after SIGSTOP (past its session timeout) ever rewind a key?
 #
-#   scripts/zombie-loop.sh [--runs 20] [--mode transactional|idempotent] [bench run args...]
+#   scripts/zombie-loop.sh [--runs 20] [--mode transactional|idempotent] [--buckets]
+#                          [bench run args...]
 #
 # `--mode transactional` (the default) runs failover-zombie-transactional, `idempotent` the
-# plain failover-zombie. Other arguments go to `bench run` (which uses the Kafka broker
+# plain failover-zombie; `--buckets` their twins with two members sharing the outbox by bucket
+# (failover-zombie-buckets[-transactional]: a transactional id per bucket). Other arguments go to `bench run` (which uses the Kafka broker
 # `scripts/services.sh up` started, or `--brokers host:port`): the fencing that transactional
 # mode relies on (a successor's init_transactions bumping the epoch of the predecessor's
 # transactional ids) is a real broker's. On the embedded broker (`--embedded`, librdkafka's
@@ -18,17 +20,19 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 runs=20
 mode=transactional
+base=failover-zombie
 extra=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --mode) mode="$2"; shift 2 ;;
+    --buckets) base=failover-zombie-buckets; shift ;;
     *) extra+=("$1"); shift ;;
   esac
 done
 case "$mode" in
-  transactional) scenario=failover-zombie-transactional ;;
-  idempotent) scenario=failover-zombie ;;
+  transactional) scenario=$base-transactional ;;
+  idempotent) scenario=$base ;;
   *) echo "zombie-loop: --mode must be transactional or idempotent, not $mode" >&2; exit 2 ;;
 esac
 
