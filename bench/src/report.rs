@@ -381,7 +381,8 @@ pub fn cpu_line(c: &CpuUsage) -> String {
             "broker {s:.1} s (its mock thread {:.0} % of one core)",
             u * 100.0
         ),
-        _ => "broker not measured (a real cluster)".into(),
+        (Some(s), None, _) => format!("broker {s:.1} s (Kafka on this machine)"),
+        _ => "broker not measured (a remote cluster)".into(),
     };
     let db = crate::run::cpu::label(c.database);
     let postgres = c.postgres_cpu_seconds.map_or_else(

@@ -1,5 +1,6 @@
-//! Who was busy during the measured part of a run: the embedded broker, the harvesters, the
-//! database (Postgres or MariaDB); and from that, what the run was bound by.
+//! Who was busy during the measured part of a run: the broker (the embedded one, or a real
+//! one running on this machine), the harvesters, the database (Postgres or MariaDB); and from
+//! that, what the run was bound by.
 //!
 //! On a small machine the embedded broker (librdkafka's mock cluster) serves every produce and
 //! fetch request of a cluster on **one thread** (`rdk:mock`), for the harvester and for the
@@ -15,6 +16,10 @@
 //! always has work but waits for a core half the time shows 50 %. So the broker thread's
 //! *busy* share is its time on a CPU plus its time runnable but waiting for one, from
 //! `/proc/<pid>/task/<tid>/schedstat`; its CPU share is reported beside it.
+//!
+//! A real broker (Kafka's JVM) is many threads: it counts, as the database does, by its share
+//! of the machine, every process listening on a local port of the bootstrap list
+//! ([`super::listeners`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -92,6 +97,15 @@ fn sample_broker(pid: u32) -> Option<BrokerSample> {
     Some(BrokerSample {
         process,
         mock_threads,
+    })
+}
+
+/// CPU seconds of a real broker's processes on this machine, summed; `None` without any.
+fn sample_kafka(pids: &[u32]) -> Option<f64> {
+    (!pids.is_empty()).then(|| {
+        pids.iter()
+            .filter_map(|pid| stat_seconds(&format!("/proc/{pid}/stat")))
+            .sum()
     })
 }
 
@@ -178,7 +192,8 @@ pub struct CpuUsage {
     pub wall_seconds: f64,
     /// Cores of this machine.
     pub cores: usize,
-    /// The embedded broker's whole process (every cluster it hosts); `None` on a real cluster.
+    /// The embedded broker's whole process (every cluster it hosts), or a real broker's
+    /// processes when they run on this machine; `None` for a remote cluster.
     pub broker_cpu_seconds: Option<f64>,
     /// Its busiest mock-cluster thread's CPU time, as a share of one core.
     pub broker_utilisation: Option<f64>,
@@ -202,7 +217,8 @@ pub struct CpuUsage {
 /// - **broker** when the broker's thread was at least [`BROKER_SATURATED`] (90 %) busy (on a
 ///   CPU or waiting for one; its CPU share where the kernel keeps no scheduler statistics): it
 ///   is one thread, so it cannot go faster, and everything else waited on it.
-/// - else **database** or **harvester**, whichever used the larger share of what it could use,
+/// - else **database**, **harvester** or a real **broker** (Kafka's JVM on this machine),
+///   whichever used the largest share of what it could use,
 ///   provided that share is at least [`SATURATED_SHARE`] (50 %). Both are multi-threaded (the
 ///   harvester's pipeline stages, Postgres's backends and background workers) and share the
 ///   machine's cores with everything else, so what each could use is the cores × the interval;
@@ -222,11 +238,27 @@ pub fn bound_by(u: &CpuUsage) -> Bound {
     }
     let harvester = u.harvester_cpu_seconds / capacity;
     let database = u.postgres_cpu_seconds.unwrap_or(0.0) / capacity;
-    let (bound, share) = if database > harvester {
-        (Bound::Database, database)
-    } else {
-        (Bound::Harvester, harvester)
+    // A real broker (no mock thread measured) by its share of the machine, as the database.
+    let real_broker = match u.broker_utilisation {
+        None => u.broker_cpu_seconds.unwrap_or(0.0) / capacity,
+        Some(_) => 0.0,
     };
+    let (bound, share) = [
+        (Bound::Harvester, harvester),
+        (Bound::Database, database),
+        (Bound::Broker, real_broker),
+    ]
+    .into_iter()
+    .fold(
+        (Bound::None, 0.0),
+        |best, (b, s)| {
+            if s > best.1 {
+                (b, s)
+            } else {
+                best
+            }
+        },
+    );
     if share >= SATURATED_SHARE {
         bound
     } else {
@@ -248,15 +280,22 @@ pub struct CpuMeter {
     started: Instant,
     broker_pid: Option<u32>,
     broker: Option<BrokerSample>,
+    kafka_pids: Vec<u32>,
+    kafka_first: Option<f64>,
     database: Backend,
     postgres: Option<Arc<Mutex<DatabaseCpu>>>,
     sampling: Arc<AtomicBool>,
 }
 
 impl CpuMeter {
-    /// Starts measuring the broker process `broker_pid` (embedded broker) and, when
+    /// Starts measuring the broker process `broker_pid` (embedded broker), or `kafka_pids` (a
+    /// real broker's processes on this machine), and, when
     /// `local_database` names the backend of a database on this machine, its processes.
-    pub fn start(broker_pid: Option<u32>, local_database: Option<Backend>) -> CpuMeter {
+    pub fn start(
+        broker_pid: Option<u32>,
+        kafka_pids: Vec<u32>,
+        local_database: Option<Backend>,
+    ) -> CpuMeter {
         let sampling = Arc::new(AtomicBool::new(true));
         let postgres = local_database.map(|backend| {
             let first = sample_database(backend);
@@ -279,6 +318,8 @@ impl CpuMeter {
             database: local_database.unwrap_or_default(),
             broker_pid,
             broker: broker_pid.and_then(sample_broker),
+            kafka_first: sample_kafka(&kafka_pids),
+            kafka_pids,
             postgres,
             sampling,
         }
@@ -322,7 +363,13 @@ impl CpuMeter {
                     busiest.and_then(|t| t.1).map(wall_share),
                 )
             }
-            _ => (None, None, None),
+            _ => (
+                self.kafka_first
+                    .zip(sample_kafka(&self.kafka_pids))
+                    .map(|(a, b)| (b - a).max(0.0)),
+                None,
+                None,
+            ),
         };
         let postgres_cpu_seconds = self.postgres.as_ref().map(|state| {
             let pg = &mut *state.lock();
@@ -398,6 +445,18 @@ mod tests {
             Bound::Database
         );
         assert_eq!(bound_by(&usage(Some(0.5), 4.0, Some(3.0))), Bound::None);
+        // A real broker: no mock thread, its processes' share of the machine.
+        let kafka = CpuUsage {
+            broker_cpu_seconds: Some(12.0),
+            broker_utilisation: None,
+            ..usage(None, 4.0, Some(6.0))
+        };
+        assert_eq!(bound_by(&kafka), Bound::Broker);
+        let light = CpuUsage {
+            broker_cpu_seconds: Some(2.0),
+            ..kafka
+        };
+        assert_eq!(bound_by(&light), Bound::None);
         // A real cluster, a remote database.
         assert_eq!(bound_by(&usage(None, 10.0, None)), Bound::Harvester);
     }

@@ -25,6 +25,7 @@
 mod cluster;
 pub mod cpu;
 mod faults;
+mod listeners;
 mod rewinds;
 mod rolling;
 pub(crate) mod setup;
@@ -498,8 +499,15 @@ async fn run_on(
     }
     // The measured part: from a leader on to the end of the drain.
     let harvester_cpu_before = fleet.totals().cpu_seconds;
+    // A real broker's CPU when it runs here; not across a cluster fault (its nodes' processes
+    // die and start again within the interval).
+    let kafka_pids = match (broker.pid(), scenario.kind) {
+        (None, k) if k != Kind::ClusterFault => listeners::broker_pids(broker.bootstrap()),
+        _ => Vec::new(),
+    };
     let meter = cpu::CpuMeter::start(
         broker.pid(),
+        kafka_pids,
         cpu::is_local(&ground.url).then_some(ground.backend()),
     );
     let mut events: Vec<Event> = vec![("leader".into(), fleet.first_acquired().unwrap_or(t0))];

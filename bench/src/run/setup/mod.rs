@@ -75,14 +75,17 @@ impl Ground {
         }
         let group = names::unique("bench");
         broker.create_topic(&format!("{group}.neli"), 1).await?;
-        // For `leader.kind = "neli_buckets"` (scale-out): its leader topic, one partition per
-        // bucket at the default 64 (the embedded broker cannot create topics on request).
-        broker
-            .create_topic(
-                &format!("{group}.neli-buckets"),
-                i32::from(harvester::assign::DEFAULT_BUCKETS),
-            )
-            .await?;
+        // For `leader.kind = "neli_buckets"` (scale-out) on the embedded broker, which cannot
+        // create topics on request: its leader topic, one partition per bucket at the default
+        // 64. A real broker's is created by the first member, with the scenario's count.
+        if broker.embedded().is_some() {
+            broker
+                .create_topic(
+                    &format!("{group}.neli-buckets"),
+                    i32::from(harvester::assign::DEFAULT_BUCKETS),
+                )
+                .await?;
+        }
         Ok(Ground {
             url: url.to_owned(),
             schema,
