@@ -65,11 +65,13 @@ pub fn log_end(client: &ClientSettings, topic: &str, partitions: i32) -> Result<
 
 /// Per partition, what the verifier read of the log and what it could not.
 ///
-/// The harvester's producers are idempotent and not transactional, so a partition's offsets
-/// are contiguous: every offset holds a record and there are no control records. An offset the
-/// verifier skipped (its next read was further on, after the broker answered
-/// `OFFSET_OUT_OF_RANGE` and the consumer reset to the log start) or that lay below the log
-/// start when the run ended is a record the broker deleted before the verifier read it.
+/// With idempotent producers a partition's offsets are contiguous: every offset holds a record
+/// and there are no control records. An offset the verifier skipped (its next read was further
+/// on, after the broker answered `OFFSET_OUT_OF_RANGE` and the consumer reset to the log start)
+/// or that lay below the log start when the run ended is a record the broker deleted before the
+/// verifier read it. With transactional producers every commit or abort writes a marker per
+/// partition and a read_committed consumer skips aborted records, so a skipped offset is a
+/// deletion only if it lies below the log start when the run ended ([`Offsets`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionLog {
     pub partition: i32,
@@ -83,6 +85,10 @@ pub struct PartitionLog {
     pub gaps: u64,
     /// Offsets delivered again after a reset to an earlier position: ignored, not duplicates.
     pub reread: u64,
+    /// Offsets skipped that held no record for a read_committed consumer (transaction markers,
+    /// aborted records): transactional producers only.
+    #[serde(default)]
+    pub markers: u64,
     /// The log's start and end when the run ended (`-1` before [`OffsetTracker::close`]).
     pub low: i64,
     pub high: i64,
@@ -104,15 +110,40 @@ pub enum Seen {
     Reread,
 }
 
+/// What a partition's offsets hold besides the run's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offsets {
+    /// Nothing (idempotent producers): a skipped offset is a deleted record.
+    Contiguous,
+    /// Transaction markers and aborted records (transactional producers).
+    WithMarkers,
+}
+
+impl Offsets {
+    /// What the harvesters' `settings` (the last of a key wins) make of the topic's offsets.
+    pub fn of(settings: &[(String, String)]) -> Self {
+        let mode = settings.iter().rev().find(|(k, _)| k == "publish.mode");
+        if mode.is_some_and(|(_, v)| v == "transactional") {
+            Offsets::WithMarkers
+        } else {
+            Offsets::Contiguous
+        }
+    }
+}
+
 /// Gap accounting over the offsets the verifier reads, per partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffsetTracker {
     partitions: Vec<PartitionLog>,
+    offsets: Offsets,
+    /// Per partition, the offset ranges skipped, classified at [`close`](Self::close)
+    /// (`Offsets::WithMarkers` only).
+    skips: Vec<Vec<(i64, i64)>>,
 }
 
 impl OffsetTracker {
     /// `partitions` partitions of a topic created for this run (so its logs start at 0).
-    pub fn new(partitions: i32) -> Self {
+    pub fn new(partitions: i32, offsets: Offsets) -> Self {
         OffsetTracker {
             partitions: (0..partitions.max(0))
                 .map(|partition| PartitionLog {
@@ -122,26 +153,36 @@ impl OffsetTracker {
                     ..PartitionLog::default()
                 })
                 .collect(),
+            offsets,
+            skips: vec![Vec::new(); usize::try_from(partitions.max(0)).unwrap_or(0)],
         }
     }
 
-    fn log(&mut self, partition: i32) -> Option<&mut PartitionLog> {
-        self.partitions.get_mut(usize::try_from(partition).ok()?)
+    fn index(&self, partition: i32) -> Option<usize> {
+        usize::try_from(partition)
+            .ok()
+            .filter(|i| *i < self.partitions.len())
     }
 
     /// Counts one record read at `offset` of `partition` (unknown partitions count as new).
     pub fn observe(&mut self, partition: i32, offset: i64) -> Seen {
-        let Some(log) = self.log(partition) else {
+        let Some(i) = self.index(partition) else {
             return Seen::New { skipped: 0 };
         };
+        let log = &mut self.partitions[i];
         if offset < log.next {
             log.reread += 1;
             return Seen::Reread;
         }
         let skipped = u64::try_from(offset - log.next).unwrap_or(0);
         if skipped > 0 {
-            log.evicted += skipped;
-            log.gaps += 1;
+            match self.offsets {
+                Offsets::Contiguous => {
+                    log.evicted += skipped;
+                    log.gaps += 1;
+                }
+                Offsets::WithMarkers => self.skips[i].push((log.next, offset)),
+            }
         }
         log.read += 1;
         log.next = offset + 1;
@@ -149,11 +190,21 @@ impl OffsetTracker {
     }
 
     /// Ends a partition's accounting with its final watermarks: records below the log start
-    /// that were never read were deleted before the verifier got to them.
+    /// that were never read were deleted before the verifier got to them (and with markers,
+    /// a skipped range above it held markers or aborted records).
     pub fn close(&mut self, partition: i32, low: i64, high: i64) {
-        let Some(log) = self.log(partition) else {
+        let Some(i) = self.index(partition) else {
             return;
         };
+        let log = &mut self.partitions[i];
+        for (from, to) in std::mem::take(&mut self.skips[i]) {
+            let gone = (to.min(low) - from).max(0);
+            if gone > 0 {
+                log.evicted += u64::try_from(gone).unwrap_or(0);
+                log.gaps += 1;
+            }
+            log.markers += u64::try_from(to - from - gone).unwrap_or(0);
+        }
         if low > log.next {
             log.evicted += u64::try_from(low - log.next).unwrap_or(0);
             log.next = low;
@@ -273,10 +324,10 @@ fn verifying_consumer(
 }
 
 impl Books {
-    fn new(run: &str, partitions: i32, counters: Arc<Counters>) -> Self {
+    fn new(run: &str, partitions: i32, offsets: Offsets, counters: Arc<Counters>) -> Self {
         Books {
             run: run.to_owned(),
-            tracker: OffsetTracker::new(partitions),
+            tracker: OffsetTracker::new(partitions, offsets),
             seen: HashSet::new(),
             collected: Collected::default(),
             counters,
@@ -346,11 +397,12 @@ impl Receiver {
         topic: &str,
         partitions: i32,
         run: &str,
+        offsets: Offsets,
     ) -> Result<Receiver, BenchError> {
         let consumer = verifying_consumer(client, topic, partitions)?;
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
-        let mut books = Books::new(run, partitions, Arc::clone(&counters));
+        let mut books = Books::new(run, partitions, offsets, Arc::clone(&counters));
         let (s, topic) = (Arc::clone(&stop), topic.to_owned());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
@@ -438,7 +490,7 @@ mod tests {
 
     #[test]
     fn contiguous_offsets_leave_no_gap() {
-        let mut t = OffsetTracker::new(2);
+        let mut t = OffsetTracker::new(2, Offsets::Contiguous);
         read(&mut t, 0, 0..100);
         read(&mut t, 1, 0..5);
         t.close(0, 0, 100);
@@ -454,7 +506,7 @@ mod tests {
 
     #[test]
     fn a_jump_counts_the_records_never_read() {
-        let mut t = OffsetTracker::new(1);
+        let mut t = OffsetTracker::new(1, Offsets::Contiguous);
         read(&mut t, 0, 0..10);
         // Offsets 10..=14 deleted: the consumer resumed at 15.
         assert_eq!(t.observe(0, 15), Seen::New { skipped: 5 });
@@ -468,16 +520,40 @@ mod tests {
     }
 
     #[test]
+    fn with_markers_a_skip_is_a_deletion_only_below_the_log_start() {
+        let mut t = OffsetTracker::new(1, Offsets::WithMarkers);
+        read(&mut t, 0, 0..10);
+        // Offset 10 a commit marker, 11..=14 an aborted transaction, 15 its abort marker.
+        assert_eq!(t.observe(0, 16), Seen::New { skipped: 6 });
+        assert_eq!(t.evicted(), 0, "not known before the end");
+        read(&mut t, 0, 17..20);
+        read(&mut t, 0, 30..31);
+        // Nothing deleted (the log still starts at 0): every skipped offset held no record.
+        t.close(0, 0, 31);
+        let p = t.partitions()[0];
+        assert_eq!((p.evicted, p.gaps, p.markers, p.read), (0, 0, 16, 15));
+
+        // The log starts at 25 at the end: the skip 20..30 lost its first 5 to deletion (an
+        // upper bound: a deleted offset may have held a marker too).
+        let mut t = OffsetTracker::new(1, Offsets::WithMarkers);
+        read(&mut t, 0, 0..20);
+        read(&mut t, 0, 30..31);
+        t.close(0, 25, 31);
+        let p = t.partitions()[0];
+        assert_eq!((p.evicted, p.gaps, p.markers), (5, 1, 5));
+    }
+
+    #[test]
     fn a_log_that_starts_late_was_evicted_from_its_start() {
         // The first record read is at 7: offsets 0..7 were deleted before the first fetch.
-        let mut t = OffsetTracker::new(1);
+        let mut t = OffsetTracker::new(1, Offsets::Contiguous);
         assert_eq!(t.observe(0, 7), Seen::New { skipped: 7 });
         assert_eq!(t.evicted(), 7);
     }
 
     #[test]
     fn a_reset_to_the_low_watermark_counts_only_what_is_gone() {
-        let mut t = OffsetTracker::new(1);
+        let mut t = OffsetTracker::new(1, Offsets::Contiguous);
         read(&mut t, 0, 0..100);
         // The consumer fell behind: position 100 deleted, OFFSET_OUT_OF_RANGE, reset to the
         // log start at 250; it reads on from there.
@@ -489,7 +565,7 @@ mod tests {
 
     #[test]
     fn a_reset_below_the_position_rereads_without_counting_duplicates() {
-        let mut t = OffsetTracker::new(1);
+        let mut t = OffsetTracker::new(1, Offsets::Contiguous);
         read(&mut t, 0, 0..50);
         // Reset to an earlier offset (e.g. to the log start at 40): 40..50 come again.
         for o in 40..50 {
@@ -504,7 +580,7 @@ mod tests {
 
     #[test]
     fn the_end_counts_deleted_records_never_reached_and_unread_ones() {
-        let mut t = OffsetTracker::new(3);
+        let mut t = OffsetTracker::new(3, Offsets::Contiguous);
         read(&mut t, 0, 0..10);
         read(&mut t, 1, 0..10);
         // Partition 0: the log now starts at 40, so 10..40 were deleted unread, 40..60 unread.
@@ -587,7 +663,14 @@ mod tests {
             produce(&bootstrap, 0, 1500);
             let (low, high) = marks(&bootstrap);
             assert!(low > 0 && high == 1500, "{low} {high}");
-            let r = Receiver::start(&ClientSettings::plaintext(&bootstrap), "t", 1, RUN).unwrap();
+            let r = Receiver::start(
+                &ClientSettings::plaintext(&bootstrap),
+                "t",
+                1,
+                RUN,
+                Offsets::Contiguous,
+            )
+            .unwrap();
             let deadline = Instant::now() + Duration::from_secs(20);
             while r.unique() < (high - low) as u64 && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
@@ -608,7 +691,7 @@ mod tests {
             produce(&bootstrap, 0, 100);
             let consumer =
                 verifying_consumer(&ClientSettings::plaintext(&bootstrap), "t", 1).unwrap();
-            let mut books = Books::new(RUN, 1, Arc::default());
+            let mut books = Books::new(RUN, 1, Offsets::Contiguous, Arc::default());
             let deadline = Instant::now() + Duration::from_secs(20);
             while books.tracker.position() < 100 && Instant::now() < deadline {
                 if let Some(Ok(m)) = consumer.poll(Duration::from_millis(20)) {
@@ -641,7 +724,7 @@ mod tests {
 
     #[test]
     fn unknown_partitions_are_harmless() {
-        let mut t = OffsetTracker::new(1);
+        let mut t = OffsetTracker::new(1, Offsets::Contiguous);
         assert_eq!(t.observe(5, 3), Seen::New { skipped: 0 });
         t.close(-1, 0, 0);
         assert_eq!(t.evicted(), 0);

@@ -44,7 +44,7 @@ use workloads::{Backend, KeyDist, Ledger, Mode, WriterPool};
 use crate::analysis::{analyse, failover_gap, longest_pause_after};
 use crate::fleet::Fleet;
 use crate::pg::{self, PrivateCluster};
-use crate::receipts::Receiver;
+use crate::receipts::{Offsets, Receiver};
 use crate::report::{Drain, DrainEnd, Failover, RunResult, Verdict};
 use crate::scenario::{Base, Kind, Listener, Scenario};
 use crate::BenchError;
@@ -368,10 +368,11 @@ async fn verify_after(
     topic: &str,
     partitions: i32,
     run_id: &str,
+    offsets: Offsets,
     no_progress: Duration,
 ) -> Result<Receiver, BenchError> {
     let end = tokio::task::block_in_place(|| crate::receipts::log_end(client, topic, partitions))?;
-    let receiver = Receiver::start(client, topic, partitions, run_id)?;
+    let receiver = Receiver::start(client, topic, partitions, run_id, offsets)?;
     let bar = ProgressBar::new(end).with_message("verifying");
     bar.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} offsets read ({per_sec})")
@@ -409,10 +410,18 @@ async fn run_on(
     } = case;
     let partitions = topic.partitions;
     let after = topic.verify_after;
+    // The command line's settings override the scenario's (as for the harvesters).
+    let offsets = Offsets::of(&[scenario.settings(&bench.base), bench.extra.clone()].concat());
     let during = if after {
         None
     } else {
-        Some(Receiver::start(&client, &ground.topic, partitions, run_id)?)
+        Some(Receiver::start(
+            &client,
+            &ground.topic,
+            partitions,
+            run_id,
+            offsets,
+        )?)
     };
     let ledger = Arc::new(Ledger::new());
     if let Some(b) = scenario.backlog {
@@ -687,6 +696,7 @@ async fn run_on(
                 &ground.topic,
                 partitions,
                 run_id,
+                offsets,
                 scenario.no_progress_timeout,
             )
             .await?;
