@@ -29,6 +29,9 @@ pub const TXN_ABORTED: &str = "harvester_transactions_aborted_total";
 // Gauges.
 pub const IN_FLIGHT_RECORDS: &str = "harvester_in_flight_records";
 pub const IN_FLIGHT_KEYS: &str = "harvester_in_flight_keys";
+/// Partitions of the last topic whose deliveries failed that had no leader or fewer replicas in
+/// sync than assigned when the harvester looked (`pipeline::diagnose`); 0 once one is delivered.
+pub const PARTITIONS_SHORT: &str = "harvester_partitions_short_of_replicas";
 pub const PRODUCER_QUEUE: &str = "harvester_producer_queue_messages";
 // The limits in force (`limits.* = "auto"` moves them; see `pipeline::adapt`).
 pub const IN_FLIGHT_LIMIT: &str = "harvester_in_flight_limit_records";
@@ -81,6 +84,7 @@ pub const ALL: &[&str] = &[
     TXN_ABORTED,
     IN_FLIGHT_RECORDS,
     IN_FLIGHT_KEYS,
+    PARTITIONS_SHORT,
     PRODUCER_QUEUE,
     IN_FLIGHT_LIMIT,
     MARK_BATCH_LIMIT,

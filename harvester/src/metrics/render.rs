@@ -127,6 +127,11 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
         &s.in_flight_keys,
     );
     e.gauge_i(
+        n::PARTITIONS_SHORT,
+        "Partitions of the failing topic without a leader or with fewer replicas in sync than assigned, as read after delivery failures (why the brokers refuse writes; 0 once a record is acknowledged).",
+        &s.partitions_short,
+    );
+    e.gauge_i(
         n::PRODUCER_QUEUE,
         "Messages queued or in flight inside the producers.",
         &s.producer_queue,

@@ -91,19 +91,31 @@ impl OutboxRecord {
 }
 
 #[cfg(test)]
+impl OutboxRecord {
+    /// Row `id` of `key` to topic `t`, with nothing else (for the pipeline's unit tests).
+    pub(crate) fn keyed(id: i64, key: &str) -> Self {
+        OutboxRecord {
+            id,
+            topic: "t".into(),
+            key: Some(key.as_bytes().to_vec()),
+            value: None,
+            headers: Vec::new(),
+            partition: None,
+            timestamp_ms: None,
+            create_time: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     fn record(topic: &str, key: Option<&[u8]>) -> OutboxRecord {
         OutboxRecord {
-            id: 7,
             topic: topic.into(),
             key: key.map(<[u8]>::to_vec),
-            value: None,
-            headers: Vec::new(),
-            partition: None,
-            timestamp_ms: None,
-            create_time: chrono::Utc::now(),
+            ..OutboxRecord::keyed(7, "")
         }
     }
 

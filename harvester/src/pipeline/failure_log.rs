@@ -17,6 +17,8 @@ pub const EVERY: Duration = Duration::from_secs(10);
 #[derive(Debug, Default)]
 pub struct FailureLog {
     last_warned: Option<Instant>,
+    /// The last failure, until a delivery succeeds [`EVERY`] after it.
+    last_failed: Option<Instant>,
     /// Failures since the last warning, by error text.
     since: BTreeMap<String, u64>,
 }
@@ -26,6 +28,7 @@ impl FailureLog {
     /// every error seen since the last warning with its count, the most frequent first.
     pub fn failed(&mut self, now: Instant, error: &dyn std::fmt::Display) -> Option<String> {
         *self.since.entry(error.to_string()).or_default() += 1;
+        self.last_failed = Some(now);
         if self
             .last_warned
             .is_some_and(|at| now.saturating_duration_since(at) < EVERY)
@@ -41,6 +44,18 @@ impl FailureLog {
             "{total} deliveries failed since the last warning: {}",
             errors.join("; ")
         ))
+    }
+
+    /// A delivery succeeded at `now`: true once, when failures had been seen and none for
+    /// [`EVERY`] (what was read about the failing partitions no longer holds).
+    pub fn recovered(&mut self, now: Instant) -> bool {
+        match self.last_failed {
+            Some(at) if now.saturating_duration_since(at) >= EVERY => {
+                self.last_failed = None;
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -71,5 +86,16 @@ mod tests {
             "4 deliveries failed since the last warning: 2 x MessageTimedOut; 2 x NotEnoughReplicas"
         );
         assert_eq!(log.failed(t0 + EVERY, &"x"), None, "and not again at once");
+    }
+
+    #[test]
+    fn recovers_once_a_period_after_the_last_failure() {
+        let t0 = Instant::now();
+        let mut log = FailureLog::default();
+        assert!(!log.recovered(t0), "nothing failed");
+        let _ = log.failed(t0, &"MessageTimedOut");
+        assert!(!log.recovered(t0 + EVERY / 2), "failures are recent");
+        assert!(log.recovered(t0 + EVERY));
+        assert!(!log.recovered(t0 + EVERY * 2), "only once");
     }
 }

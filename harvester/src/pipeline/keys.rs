@@ -357,16 +357,7 @@ mod tests {
     use super::*;
 
     fn rec(id: i64, key: &str) -> OutboxRecord {
-        OutboxRecord {
-            id,
-            topic: "t".into(),
-            key: Some(key.as_bytes().to_vec()),
-            value: None,
-            headers: Vec::new(),
-            partition: None,
-            timestamp_ms: None,
-            create_time: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
-        }
+        OutboxRecord::keyed(id, key)
     }
 
     fn k(s: &str) -> Key {

@@ -349,6 +349,7 @@ impl Shard {
             Ok(()) if self.txn.is_some() => {
                 // In the open transaction, not yet visible: the commit purges it.
                 self.outstanding = self.outstanding.saturating_sub(1);
+                self.recovered(Instant::now());
                 if let Some(sent) = self.keys.held_mut(report.tag.id).and_then(|h| h.sent_at) {
                     self.ctx.observe_publish(sent.elapsed());
                 }
@@ -364,6 +365,7 @@ impl Shard {
                     (h.sent_at, h.record.create_time)
                 });
                 let now = Instant::now();
+                self.recovered(now);
                 if let Some((sent_at, created)) = timing {
                     if let Some(sent) = sent_at {
                         self.ctx.observe_publish(now - sent);
@@ -456,14 +458,30 @@ impl Shard {
         self.reset_key(&key, id).await
     }
 
+    /// A delivery succeeded at `now`: once failures have stopped for a while, what was read
+    /// about the failing topic's partitions is cleared from the metrics.
+    fn recovered(&mut self, now: Instant) {
+        if self.failures.recovered(now) {
+            self.ctx.stats.partitions_short.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// Says at warn what is wrong with `topic`'s partitions, if anything (`diagnose`), from
     /// its metadata read off the runtime; says nothing when the metadata cannot be read (the
     /// failures' warning has already been given).
     fn diagnose(&self, topic: String) {
         let producer = Arc::clone(&self.producer);
+        let stats = Arc::clone(&self.ctx.stats);
         tokio::task::spawn_blocking(move || {
             match producer.partition_health(&topic, DIAGNOSE_WITHIN) {
                 Ok(health) => {
+                    let short = health
+                        .iter()
+                        .filter(|p| p.leader.is_none() || p.in_sync < p.replicas)
+                        .count();
+                    stats
+                        .partitions_short
+                        .store(short as i64, Ordering::Relaxed);
                     if let Some(said) = shortfall(&topic, &health) {
                         tracing::warn!(shard = producer.shard, "{said}");
                     }

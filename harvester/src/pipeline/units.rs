@@ -112,16 +112,7 @@ mod tests {
     use crate::store::memory::MemoryStore;
 
     fn record(key: &str) -> OutboxRecord {
-        OutboxRecord {
-            id: 1,
-            topic: "t".into(),
-            key: Some(key.as_bytes().to_vec()),
-            value: None,
-            headers: Vec::new(),
-            partition: None,
-            timestamp_ms: None,
-            create_time: chrono::Utc::now(),
-        }
+        OutboxRecord::keyed(1, key)
     }
 
     #[tokio::test]

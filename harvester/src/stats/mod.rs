@@ -48,6 +48,9 @@ pub struct Stats {
     pub duplicate_marks: AtomicU64,
     pub in_flight_records: AtomicI64,
     pub in_flight_keys: AtomicI64,
+    /// Partitions of a failing topic without a leader or short of in-sync replicas, as last
+    /// read after a delivery failure (0 once a record is acknowledged again).
+    pub partitions_short: AtomicI64,
     /// Leadership terms started, fenced and revoked.
     pub terms: AtomicU64,
     pub fences: AtomicU64,
