@@ -18,6 +18,13 @@ pub struct PartitionHealth {
     pub in_sync: usize,
 }
 
+impl PartitionHealth {
+    /// Without a leader, or with fewer replicas in sync than assigned.
+    pub fn is_short(&self) -> bool {
+        self.leader.is_none() || self.in_sync < self.replicas
+    }
+}
+
 /// What is wrong with `topic`'s partitions, if anything: the partitions without a leader and
 /// those short of in-sync replicas, each listed (at most [`LISTED`] of each kind).
 pub fn shortfall(topic: &str, partitions: &[PartitionHealth]) -> Option<String> {

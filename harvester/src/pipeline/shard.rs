@@ -349,9 +349,10 @@ impl Shard {
             Ok(()) if self.txn.is_some() => {
                 // In the open transaction, not yet visible: the commit purges it.
                 self.outstanding = self.outstanding.saturating_sub(1);
-                self.recovered(Instant::now());
+                let now = Instant::now();
+                self.recovered(now);
                 if let Some(sent) = self.keys.held_mut(report.tag.id).and_then(|h| h.sent_at) {
-                    self.ctx.observe_publish(sent.elapsed());
+                    self.ctx.observe_publish(now - sent);
                 }
                 Ok(())
             }
@@ -475,10 +476,7 @@ impl Shard {
         tokio::task::spawn_blocking(move || {
             match producer.partition_health(&topic, DIAGNOSE_WITHIN) {
                 Ok(health) => {
-                    let short = health
-                        .iter()
-                        .filter(|p| p.leader.is_none() || p.in_sync < p.replicas)
-                        .count();
+                    let short = health.iter().filter(|p| p.is_short()).count();
                     stats
                         .partitions_short
                         .store(short as i64, Ordering::Relaxed);
