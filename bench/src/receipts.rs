@@ -281,21 +281,51 @@ struct Books {
 }
 
 /// A consumer of every partition of `topic` from the beginning, without a group.
+/// Which broker the verifier reads from, for how long its fetches wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fetching {
+    /// librdkafka's mock answers a fetch that finds nothing only after `fetch.wait.max.ms`: at
+    /// 10 ms it added ~5 ms on average to every commit -> receipt at low rates (the measuring
+    /// consumer's delay, not the harvester's), so the wait is 1 ms, ~1,000 empty fetches a
+    /// second while caught up.
+    Mock,
+    /// A real broker answers a waiting fetch as soon as a record arrives (`fetch.min.bytes` 1),
+    /// so a long wait costs no latency; 1 ms would cost it ~1,000 empty fetch requests a second
+    /// over every partition, broker CPU a run would charge to the harvester's records.
+    Kafka,
+}
+
+impl Fetching {
+    /// The mock for the embedded broker, Kafka otherwise.
+    pub fn of(broker: &testkit::Broker) -> Fetching {
+        if broker.embedded().is_some() {
+            Fetching::Mock
+        } else {
+            Fetching::Kafka
+        }
+    }
+
+    fn wait_ms(self) -> &'static str {
+        match self {
+            Fetching::Mock => "1",
+            // Bounds what a broker that misses a wake-up would add to a receipt.
+            Fetching::Kafka => "100",
+        }
+    }
+}
+
 fn verifying_consumer(
     client: &ClientSettings,
     topic: &str,
     partitions: i32,
+    fetching: Fetching,
 ) -> Result<BaseConsumer, BenchError> {
     let consumer: BaseConsumer = client
         .client_config()?
         .set("group.id", testkit::names::unique("bench-verifier"))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
-        // The mock broker answers a fetch that finds nothing only after this wait, where a real
-        // broker answers as soon as a record arrives: at 10 ms it added ~5 ms on average to
-        // every commit -> receipt at low rates, which is the measuring consumer's delay, not the
-        // harvester's. 1 ms costs the mock ~1,000 empty fetches a second while caught up.
-        .set("fetch.wait.max.ms", "1")
+        .set("fetch.wait.max.ms", fetching.wait_ms())
         // Behind the log start (the broker deleted what was next), resume at the log start: the
         // jump is then exactly the deleted records. librdkafka's default, `latest`, would skip
         // records still in the log too.
@@ -398,8 +428,9 @@ impl Receiver {
         partitions: i32,
         run: &str,
         offsets: Offsets,
+        fetching: Fetching,
     ) -> Result<Receiver, BenchError> {
-        let consumer = verifying_consumer(client, topic, partitions)?;
+        let consumer = verifying_consumer(client, topic, partitions, fetching)?;
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let mut books = Books::new(run, partitions, offsets, Arc::clone(&counters));
@@ -669,6 +700,7 @@ mod tests {
                 1,
                 RUN,
                 Offsets::Contiguous,
+                Fetching::Mock,
             )
             .unwrap();
             let deadline = Instant::now() + Duration::from_secs(20);
@@ -689,8 +721,13 @@ mod tests {
         fn a_reset_after_offset_out_of_range_counts_the_jump() {
             let (_cluster, bootstrap) = cluster();
             produce(&bootstrap, 0, 100);
-            let consumer =
-                verifying_consumer(&ClientSettings::plaintext(&bootstrap), "t", 1).unwrap();
+            let consumer = verifying_consumer(
+                &ClientSettings::plaintext(&bootstrap),
+                "t",
+                1,
+                Fetching::Mock,
+            )
+            .unwrap();
             let mut books = Books::new(RUN, 1, Offsets::Contiguous, Arc::default());
             let deadline = Instant::now() + Duration::from_secs(20);
             while books.tracker.position() < 100 && Instant::now() < deadline {
