@@ -943,10 +943,20 @@ impl Shard {
         }
         let stale = self.keys.unblock_stale(BLOCKED_PATIENCE);
         if !stale.is_empty() {
-            tracing::warn!(
-                keys = stale.len(),
-                "reset rows not re-marked in {BLOCKED_PATIENCE:?}; forcing a re-mark"
-            );
+            // While deliveries fail, the marker's permits go to rows that fail in turn after
+            // the delivery timeout, and reset rows behind its cursor wait: expected in an
+            // outage, a fault otherwise.
+            if self.stall.failing() {
+                tracing::info!(
+                    keys = stale.len(),
+                    "reset rows not re-marked in {BLOCKED_PATIENCE:?} while deliveries fail; forcing a re-mark"
+                );
+            } else {
+                tracing::warn!(
+                    keys = stale.len(),
+                    "reset rows not re-marked in {BLOCKED_PATIENCE:?}; forcing a re-mark"
+                );
+            }
             self.ctx.force_remark.store(true, Ordering::SeqCst);
             self.retry.extend(stale);
         }

@@ -56,6 +56,11 @@ impl Stall {
         self.stuck(now)
     }
 
+    /// Deliveries have failed since the last success.
+    pub fn failing(&self) -> bool {
+        self.since.is_some()
+    }
+
     /// The last failure's error.
     pub fn last(&self) -> &str {
         &self.last
@@ -81,12 +86,15 @@ mod tests {
         let s = Duration::from_secs;
         let mut stall = Stall::new(s(10));
         assert_eq!(stall.stuck(t0 + s(60)), None, "no failure: not stuck");
+        assert!(!stall.failing());
         assert_eq!(stall.failure(t0, &"e"), None);
+        assert!(stall.failing());
         assert_eq!(stall.stuck(t0 + s(9)), None);
         assert_eq!(stall.stuck(t0 + s(10)), Some((s(10), 1)));
         assert_eq!(stall.failure(t0 + s(12), &"timed out"), Some((s(12), 2)));
         assert_eq!(stall.last(), "timed out");
         stall.success();
+        assert!(!stall.failing());
         assert_eq!(stall.stuck(t0 + s(60)), None);
         assert_eq!(stall.failure(t0 + s(20), &"e"), None);
         assert_eq!(
