@@ -29,9 +29,9 @@ async fn every_scenario_runs_verified_and_reports_its_figures() {
     .await;
 }
 
-/// The scenarios run again in snapshot mode. Those left out (steady, hot-keys,
-/// hot-keys-transactional, failover-zombie-transactional) repeat a path listed here with another
-/// load; the harvester's conformance suite runs each of its scenarios in snapshot mode too (the
+/// The scenarios run again in snapshot mode. Those left out (steady, hot-keys, and the
+/// transactional twins) repeat a path listed here with another load; the harvester's conformance
+/// and transactional suites run each of their tests in snapshot mode too (the
 /// `postgres_snapshot` backend).
 const SNAPSHOT_PATHS: &[&str] = &[
     "drain",
@@ -43,7 +43,6 @@ const SNAPSHOT_PATHS: &[&str] = &[
     "xmin-pinned",
     "long-transactions",
     "pg-restart",
-    "drain-transactional",
 ];
 
 /// Runs `scenarios` (every one of the full profile when empty) at a tenth of its size with `set`
