@@ -64,12 +64,14 @@ tool_java() {
   jsa=$CACHE/tools-$(printf '%s' "$cp" | md5sum | cut -c1-12).jsa
   if [ -s "$jsa" ]; then
     cds=(-XX:SharedArchiveFile="$jsa")
-  else
+  elif java -Xshare:on -version >/dev/null 2>&1; then
     cds=(-XX:ArchiveClassesAtExit="$jsa.$$")
+  else
+    cds=() # a JDK without its base archive cannot dump one on top (the VM would not start)
   fi
   local rc=0
   java -Xlog:cds=off -Xlog:cds+dynamic=off -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
-    "${cds[@]}" -Dlog4j2.configurationFile="$ROOT/scripts/kafka/tools-log4j2.properties" \
+    ${cds[@]+"${cds[@]}"} -Dlog4j2.configurationFile="$ROOT/scripts/kafka/tools-log4j2.properties" \
     -cp "$cp" "$@" || rc=$?
   if [ -s "$jsa.$$" ]; then mv -f "$jsa.$$" "$jsa"; else rm -f "$jsa.$$"; fi
   return "$rc"
