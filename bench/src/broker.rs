@@ -79,6 +79,17 @@ pub enum BrokerKind {
     Kafka,
 }
 
+impl BrokerKind {
+    /// The mock for the embedded broker, Kafka otherwise.
+    pub fn of(broker: &Broker) -> BrokerKind {
+        if broker.embedded().is_some() {
+            BrokerKind::Mock
+        } else {
+            BrokerKind::Kafka
+        }
+    }
+}
+
 /// The run's broker, as the provenance gives it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerFacts {

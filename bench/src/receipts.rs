@@ -23,6 +23,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use testkit::verify::ClientSettings;
 
+use crate::broker::BrokerKind;
 use crate::BenchError;
 
 /// One delivery.
@@ -280,52 +281,33 @@ struct Books {
     counters: Arc<Counters>,
 }
 
+/// How long the verifier's fetches wait on `broker`. librdkafka's mock answers a fetch that
+/// finds nothing only after `fetch.wait.max.ms`: at 10 ms it added ~5 ms on average to every
+/// commit -> receipt at low rates (the measuring consumer's delay, not the harvester's), so 1 ms
+/// there, ~1,000 empty fetches a second while caught up. A real broker answers a waiting fetch
+/// as soon as a record arrives (`fetch.min.bytes` 1), where 1 ms would cost it ~1,000 empty fetch
+/// requests a second over every partition, broker CPU a run would charge to the harvester's
+/// records; 100 ms bounds what a missed wake-up could add to a receipt.
+fn fetch_wait_ms(broker: BrokerKind) -> &'static str {
+    match broker {
+        BrokerKind::Mock => "1",
+        BrokerKind::Kafka => "100",
+    }
+}
+
 /// A consumer of every partition of `topic` from the beginning, without a group.
-/// Which broker the verifier reads from, for how long its fetches wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fetching {
-    /// librdkafka's mock answers a fetch that finds nothing only after `fetch.wait.max.ms`: at
-    /// 10 ms it added ~5 ms on average to every commit -> receipt at low rates (the measuring
-    /// consumer's delay, not the harvester's), so the wait is 1 ms, ~1,000 empty fetches a
-    /// second while caught up.
-    Mock,
-    /// A real broker answers a waiting fetch as soon as a record arrives (`fetch.min.bytes` 1),
-    /// so a long wait costs no latency; 1 ms would cost it ~1,000 empty fetch requests a second
-    /// over every partition, broker CPU a run would charge to the harvester's records.
-    Kafka,
-}
-
-impl Fetching {
-    /// The mock for the embedded broker, Kafka otherwise.
-    pub fn of(broker: &testkit::Broker) -> Fetching {
-        if broker.embedded().is_some() {
-            Fetching::Mock
-        } else {
-            Fetching::Kafka
-        }
-    }
-
-    fn wait_ms(self) -> &'static str {
-        match self {
-            Fetching::Mock => "1",
-            // Bounds what a broker that misses a wake-up would add to a receipt.
-            Fetching::Kafka => "100",
-        }
-    }
-}
-
 fn verifying_consumer(
     client: &ClientSettings,
     topic: &str,
     partitions: i32,
-    fetching: Fetching,
+    broker: BrokerKind,
 ) -> Result<BaseConsumer, BenchError> {
     let consumer: BaseConsumer = client
         .client_config()?
         .set("group.id", testkit::names::unique("bench-verifier"))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
-        .set("fetch.wait.max.ms", fetching.wait_ms())
+        .set("fetch.wait.max.ms", fetch_wait_ms(broker))
         // Behind the log start (the broker deleted what was next), resume at the log start: the
         // jump is then exactly the deleted records. librdkafka's default, `latest`, would skip
         // records still in the log too.
@@ -428,9 +410,9 @@ impl Receiver {
         partitions: i32,
         run: &str,
         offsets: Offsets,
-        fetching: Fetching,
+        broker: BrokerKind,
     ) -> Result<Receiver, BenchError> {
-        let consumer = verifying_consumer(client, topic, partitions, fetching)?;
+        let consumer = verifying_consumer(client, topic, partitions, broker)?;
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let mut books = Books::new(run, partitions, offsets, Arc::clone(&counters));
@@ -700,7 +682,7 @@ mod tests {
                 1,
                 RUN,
                 Offsets::Contiguous,
-                Fetching::Mock,
+                BrokerKind::Mock,
             )
             .unwrap();
             let deadline = Instant::now() + Duration::from_secs(20);
@@ -725,7 +707,7 @@ mod tests {
                 &ClientSettings::plaintext(&bootstrap),
                 "t",
                 1,
-                Fetching::Mock,
+                BrokerKind::Mock,
             )
             .unwrap();
             let mut books = Books::new(RUN, 1, Offsets::Contiguous, Arc::default());

@@ -42,9 +42,10 @@ use workloads::prefill::{prefill, Backlog};
 use workloads::{Backend, KeyDist, Ledger, Mode, WriterPool};
 
 use crate::analysis::{analyse, failover_gap, longest_pause_after};
+use crate::broker::BrokerKind;
 use crate::fleet::Fleet;
 use crate::pg::{self, PrivateCluster};
-use crate::receipts::{Fetching, Offsets, Receiver};
+use crate::receipts::{Offsets, Receiver};
 use crate::report::{Drain, DrainEnd, Failover, RunResult, Verdict};
 use crate::scenario::{Base, Kind, Listener, Scenario};
 use crate::BenchError;
@@ -369,11 +370,11 @@ async fn verify_after(
     partitions: i32,
     run_id: &str,
     offsets: Offsets,
-    fetching: Fetching,
+    broker: BrokerKind,
     no_progress: Duration,
 ) -> Result<Receiver, BenchError> {
     let end = tokio::task::block_in_place(|| crate::receipts::log_end(client, topic, partitions))?;
-    let receiver = Receiver::start(client, topic, partitions, run_id, offsets, fetching)?;
+    let receiver = Receiver::start(client, topic, partitions, run_id, offsets, broker)?;
     let bar = ProgressBar::new(end).with_message("verifying");
     bar.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} offsets read ({per_sec})")
@@ -413,7 +414,7 @@ async fn run_on(
     let after = topic.verify_after;
     // The command line's settings override the scenario's (as for the harvesters).
     let offsets = Offsets::of(&[scenario.settings(&bench.base), bench.extra.clone()].concat());
-    let fetching = Fetching::of(broker);
+    let broker_kind = BrokerKind::of(broker);
     let during = if after {
         None
     } else {
@@ -423,7 +424,7 @@ async fn run_on(
             partitions,
             run_id,
             offsets,
-            fetching,
+            broker_kind,
         )?)
     };
     let ledger = Arc::new(Ledger::new());
@@ -700,7 +701,7 @@ async fn run_on(
                 partitions,
                 run_id,
                 offsets,
-                fetching,
+                broker_kind,
                 scenario.no_progress_timeout,
             )
             .await?;
