@@ -2,11 +2,11 @@
 # Regression gate for the CPU-bound hot paths, by instruction count (callgrind): deterministic
 # for the same binary and inputs however busy the machine is, so it cannot flake on noise.
 #
-#   scripts/gate.sh               compare this tree with bench/gate/baseline.txt; fail above +3%
+#   scripts/gate.sh               compare this tree with hotpaths/gate/baseline.txt; fail above +3%
 #   scripts/gate.sh --update      measure this tree and rewrite the baseline (commit the file)
 #   scripts/gate.sh --against REV build REV in a worktree and compare A/B within this job
 #   scripts/gate.sh --selftest    show the gate works: the same build passes twice, and
-#                                 bench/gate/slowdown.patch (route hashes every key twice) fails
+#                                 hotpaths/gate/slowdown.patch (route hashes every key twice) fails
 #   scripts/gate.sh --ci          the gate, then the self-test on the same build and figures
 #
 # Each workload's figure is Ir(2N) - Ir(N): the instructions of N iterations, without start-up.
@@ -16,7 +16,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 THRESHOLD=${GATE_THRESHOLD_PCT:-3}
 N=${GATE_N:-100000}
-BASELINE=bench/gate/baseline.txt
+BASELINE=hotpaths/gate/baseline.txt
 
 if ! command -v valgrind >/dev/null 2>&1; then
   echo "gate: installing valgrind (apt)" >&2
@@ -26,20 +26,22 @@ fi
 
 # Every build shares this tree's target directory, so the dependencies are compiled once (on a
 # fresh machine a separate one cost a full release build per job); each binary is copied aside,
-# as the next build of another tree overwrites target/release/hotpaths.
+# as the next build of another tree overwrites target/gate/hotpaths. The `gate` profile is the
+# release profile without debug info, which callgrind's totals do not need (the code is the
+# same; line tables only cost build time, on every CI run).
 # Cargo tells a workspace member's build is fresh by its sources' paths relative to the
 # workspace and their mtimes: after another tree's build into the same target directory, this
 # tree's older files look built already, and cargo would hand back the other tree's binary. So
-# every build first removes the members' own release artifacts (the dependencies stay).
+# every build first removes the members' own artifacts of the profile (the dependencies stay).
 members() { cargo metadata --no-deps --format-version 1 --manifest-path "$ROOT/Cargo.toml" \
   | python3 -c 'import json, sys; print(" ".join("-p " + p["name"] for p in json.load(sys.stdin)["packages"]))'; }
 build() { # build DIR -> path of a copy of its hotpaths
   # shellcheck disable=SC2046 # one word per -p NAME
-  (cd "$1" && CARGO_TARGET_DIR=$ROOT/target cargo clean --release -q $(members) \
-    && CARGO_TARGET_DIR=$ROOT/target cargo build --release -q -p bench --bin hotpaths)
+  (cd "$1" && CARGO_TARGET_DIR=$ROOT/target cargo clean --profile gate -q $(members) \
+    && CARGO_TARGET_DIR=$ROOT/target cargo build --profile gate -q -p hotpaths --bin hotpaths)
   local copy
   copy=$(mktemp "$tmp/hotpaths.XXXXXX")
-  cp "$ROOT/target/release/hotpaths" "$copy" && chmod 755 "$copy"
+  cp "$ROOT/target/gate/hotpaths" "$copy" && chmod 755 "$copy"
   echo "$copy"
 }
 
@@ -83,14 +85,14 @@ against_baseline() { # against_baseline MEASURED -> exit 1 on a regression
   compare <(grep -v '^#' "$BASELINE") "$1"
 }
 
-# The workloads bench/gate/slowdown.patch slows (it hashes every routed key twice); the
+# The workloads hotpaths/gate/slowdown.patch slows (it hashes every routed key twice); the
 # self-test measures only these, as every other figure of the slowed build is the same.
 SLOWED=route
 
 # selftest BIN MEASURED: the same build measured again passes; a build of this tree with
-# bench/gate/slowdown.patch applied (in a worktree) fails.
+# hotpaths/gate/slowdown.patch applied (in a worktree) fails.
 selftest() {
-  local bin=$1 a=$tmp/a-slowed list=$SLOWED wt=$ROOT/target/gate/selftest
+  local bin=$1 a=$tmp/a-slowed list=$SLOWED wt=$ROOT/target/gate-trees/selftest
   awk -v w=" $SLOWED " 'index(w, " " $1 " ")' "$2" > "$a"
   [ -s "$a" ] || { echo "gate selftest: no figure for $SLOWED" >&2; exit 1; }
   # shellcheck disable=SC2086
@@ -99,11 +101,11 @@ selftest() {
   compare "$a" "$tmp/b"
   git worktree remove --force "$wt" 2>/dev/null || true
   git worktree add -f --detach "$wt" HEAD >/dev/null
-  (cd "$wt" && git apply "$ROOT/bench/gate/slowdown.patch")
+  (cd "$wt" && git apply "$ROOT/hotpaths/gate/slowdown.patch")
   # shellcheck disable=SC2086
   measure "$(build "$wt")" $list > "$tmp/slow"
   git worktree remove --force "$wt"
-  echo "gate selftest 2/2: bench/gate/slowdown.patch must trip the gate"
+  echo "gate selftest 2/2: hotpaths/gate/slowdown.patch must trip the gate"
   if compare "$a" "$tmp/slow"; then
     echo "gate selftest FAILED: a slowed build passed" >&2; exit 1
   fi
@@ -121,7 +123,7 @@ case "${1:-}" in
     cat "$BASELINE" ;;
   --against)
     rev=${2:?--against needs a revision}
-    wt=$ROOT/target/gate/worktree
+    wt=$ROOT/target/gate-trees/worktree
     git worktree remove --force "$wt" 2>/dev/null || true
     git worktree add -f --detach "$wt" "$rev" >/dev/null
     base_bin=$(build "$wt")

@@ -32,7 +32,10 @@ CACHE=${HARVEST_KAFKA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/outbox-harvester/ka
 
 say() { echo "kafka: $*" >&2; }
 
-version() { sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM"; }
+# The pinned version, or HARVEST_KAFKA_VERSION's (3.9.1 for clients whose protocol versions
+# Kafka 4.0 removed, such as goharvest's librdkafka 1.5: scripts/goharvest.sh).
+version() { echo "${HARVEST_KAFKA_VERSION:-$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM")}"; }
+major() { version | cut -d. -f1; }
 
 # The classpath file for the pinned version, resolving it (once) when absent or when a jar it
 # names has gone from ~/.m2.
@@ -45,9 +48,12 @@ cmd_fetch() {
   mkdir -p "$CACHE"
   say "resolving Apache Kafka $(version) and its dependencies from Maven Central"
   mvn -B -q -Dstyle.color=never -f "$POM" dependency:build-classpath -DincludeScope=runtime \
-    -Dmdep.outputFile="$cp.tmp" 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >&2
-  [ "${PIPESTATUS[0]}" = 0 ] || { say "maven could not resolve $POM"; exit 1; }
-  mv "$cp.tmp" "$cp"
+    -Dkafka.version="$(version)" -Dmdep.outputFile="$cp.tmp" 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >&2
+  [ "${PIPESTATUS[0]}" = 0 ] || { say "maven could not resolve $POM at Kafka $(version)"; exit 1; }
+  # Kafka 3.x brings its own SLF4J binding (reload4j); log4j2's, named in the POM, is the one.
+  tr ':' '\n' < "$cp.tmp" | grep -v -e '/slf4j-reload4j-[^/]*$' -e '/reload4j-[^/]*$' \
+    | paste -sd: > "$cp.new"
+  mv "$cp.new" "$cp"; rm -f "$cp.tmp"
   echo "$cp"
 }
 
@@ -160,11 +166,13 @@ bootstrap() { # bootstrap DIR
 # Brokers a metadata request (ApiVersions to each broker the cluster lists) finds unfenced.
 cmd_brokers() {
   local dir=$1
-  timeout 30 bash -c '"$@"' _ tool_java org.apache.kafka.tools.BrokerApiVersionsCommand \
+  local class=org.apache.kafka.tools.BrokerApiVersionsCommand
+  [ "$(major)" -ge 4 ] || class=kafka.admin.BrokerApiVersionsCommand
+  timeout 30 bash -c '"$@"' _ tool_java "$class" \
     --bootstrap-server "$(bootstrap "$dir")" 2>/dev/null \
     | grep -c '^[^ ].*(id: [0-9]* rack: [^ ]*\( isFenced: false\)\?) -> (' || true
 }
-export -f tool_java classpath cmd_fetch version say
+export -f tool_java classpath cmd_fetch version major say
 export ROOT POM CACHE
 
 cmd_up() {

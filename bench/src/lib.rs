@@ -39,7 +39,6 @@ pub mod dbwork;
 pub mod electors;
 mod error;
 pub mod fleet;
-pub mod hotpaths;
 pub mod mariadb;
 pub mod pg;
 pub mod plot;

@@ -1,11 +1,16 @@
 //! Opt-in Postgres in a container (`HARVEST_TESTCONTAINERS=1`), for machines with a Docker daemon.
 //!
 //! The default path uses a local server (`scripts/services.sh`); this one exists for developers
-//! who prefer throwaway containers. Without a daemon it says so in one line and the caller falls
-//! back to [`crate::pg::database_url`].
+//! who prefer throwaway containers. Without a daemon, or in a build without testkit's
+//! `containers` feature (`cargo test --features testkit/containers`: the Docker client is a
+//! large build nobody else needs), it says so in one line and the caller falls back to
+//! [`crate::pg::database_url`].
 
+#[cfg(feature = "containers")]
 use testcontainers::core::{IntoContainerPort, WaitFor};
+#[cfg(feature = "containers")]
 use testcontainers::runners::AsyncRunner;
+#[cfg(feature = "containers")]
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
 use crate::TestkitError;
@@ -16,6 +21,7 @@ pub const OPT_IN: &str = "HARVEST_TESTCONTAINERS";
 /// A running Postgres container; stopped when dropped.
 #[allow(missing_debug_implementations)]
 pub struct PostgresContainer {
+    #[cfg(feature = "containers")]
     _container: ContainerAsync<GenericImage>,
     /// URL of the container's `postgres` database.
     pub url: String,
@@ -26,8 +32,18 @@ pub fn opted_in() -> bool {
     std::env::var(OPT_IN).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
+/// Without the `containers` feature: `Ok(None)`, after one line on stderr when opted in.
+#[cfg(not(feature = "containers"))]
+pub async fn postgres() -> Result<Option<PostgresContainer>, TestkitError> {
+    if opted_in() {
+        eprintln!("{OPT_IN}=1 but testkit was built without its `containers` feature (cargo test --features testkit/containers); falling back to DATABASE_URL or the local server");
+    }
+    Ok(None)
+}
+
 /// Starts `postgres:16-alpine` with trust auth, if opted in and a daemon answers.
 /// Returns `Ok(None)` (after one line on stderr) when not opted in or no daemon is reachable.
+#[cfg(feature = "containers")]
 pub async fn postgres() -> Result<Option<PostgresContainer>, TestkitError> {
     if !opted_in() {
         return Ok(None);

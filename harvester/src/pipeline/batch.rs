@@ -2,7 +2,7 @@
 //!
 //! The purger turns a burst of acknowledgements into one `DELETE ... = ANY($1)`, then tells each
 //! shard which of its rows are gone. That gathering runs once per record on the purger's single
-//! task, so it is kept apart from the SQL to be measured on its own (`bench::hotpaths`); it is
+//! task, so it is kept apart from the SQL to be measured on its own (the `hotpaths` crate); it is
 //! public for that reason only.
 
 /// A row to quarantine, with the shard waiting for it (if any) and the reason.

@@ -4,7 +4,7 @@
 //! id, only the first `window` of them may be in flight (sent, or acknowledged and not yet
 //! purged; `limits.max_in_flight_per_key`, 1 by default: only the front), and a key whose rows
 //! were reset stays blocked until those rows come back from the marker. Holding it free of channels, producers and the clock makes it
-//! testable on its own and measurable by the micro-benchmarks (`bench::hotpaths`), which is why it
+//! testable on its own and measurable by the micro-benchmarks (the `hotpaths` crate), which is why it
 //! is public; embedding the harvester never needs it.
 //!
 //! It is owned by one shard task, so nothing here locks: keys are partitioned across shards by

@@ -62,7 +62,7 @@
 
 // The per-key queues, purge batches and key routing are pure, CPU-bound structures on the
 // per-record path. The `internals` feature makes them public for the micro-benchmarks and the
-// instruction-count gate (`bench::hotpaths`); without it they are private, and embedders never
+// instruction-count gate (the `hotpaths` crate); without it they are private, and embedders never
 // see them.
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 mod adapt;

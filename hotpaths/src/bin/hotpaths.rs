@@ -3,23 +3,23 @@
 
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("--list") {
-        println!("{}", bench::hotpaths::WORKLOADS.join(" "));
+        println!("{}", hotpaths::WORKLOADS.join(" "));
         return;
     }
     let mut args = std::env::args().skip(1);
     let (Some(name), Some(n)) = (args.next(), args.next().and_then(|n| n.parse().ok())) else {
         eprintln!(
             "usage: hotpaths WORKLOAD N   (workloads: {})",
-            bench::hotpaths::WORKLOADS.join(", ")
+            hotpaths::WORKLOADS.join(", ")
         );
         std::process::exit(2);
     };
-    match bench::hotpaths::run(&name, n) {
+    match hotpaths::run(&name, n) {
         Some(sum) => println!("{name} {n} {sum}"),
         None => {
             eprintln!(
                 "unknown workload {name}; known: {}",
-                bench::hotpaths::WORKLOADS.join(", ")
+                hotpaths::WORKLOADS.join(", ")
             );
             std::process::exit(2);
         }

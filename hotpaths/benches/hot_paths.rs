@@ -2,17 +2,17 @@
 //! `scripts/gate.sh` runs the same workloads under callgrind), plus a Postgres-backed
 //! mark+purge cycle at several batch sizes when a database answers.
 //!
-//! `cargo bench -p bench --bench hot_paths`; set `DATABASE_URL` or run `scripts/services.sh up`
+//! `cargo bench -p hotpaths --bench hot_paths`; set `DATABASE_URL` or run `scripts/services.sh up`
 //! for the Postgres group (it is skipped, with a line saying so, when none answers).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bench::hotpaths::{self, pipeline, pipeline::Shared};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use harvester::outbox::{Shape, TableName};
 use harvester::stats::Stats;
 use harvester::store::postgres::{migrate, Statements};
+use hotpaths::{pipeline, pipeline::Shared};
 use sqlx::Row;
 
 fn cpu_paths(c: &mut Criterion) {
