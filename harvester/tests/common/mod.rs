@@ -329,6 +329,28 @@ impl World {
         self.db.count(&self.table()).await
     }
 
+    /// Waits until the outbox is empty for as long as it keeps shrinking: fails only when no
+    /// row has left it for `stall` (a slow machine drains slowly, a stuck harvester not at all).
+    pub async fn drained_while_progressing(&self, stall: Duration) {
+        let mut least = i64::MAX;
+        let mut progressed = std::time::Instant::now();
+        loop {
+            let rows = self.outbox_rows().await;
+            if rows == 0 {
+                return;
+            }
+            if rows < least {
+                least = rows;
+                progressed = std::time::Instant::now();
+            }
+            assert!(
+                progressed.elapsed() < stall,
+                "the outbox stopped draining: {rows} rows left, none removed for {stall:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Waits (up to 120 s) until the outbox is empty.
     pub async fn drained(&self) {
         testkit::wait_for("outbox drained", Duration::from_secs(120), || async {
