@@ -30,7 +30,7 @@ cmd_build() {
   say "building $MODULE/cmd/reaper@$VERSION from the Go module proxy"
   ( cd "$scratch"
     go mod init goharvest-reaper-build >/dev/null 2>&1
-    go get "$MODULE@$VERSION" >"$CACHE/build.log" 2>&1
+    go get "$MODULE/cmd/reaper@$VERSION" >"$CACHE/build.log" 2>&1
     CGO_ENABLED=1 go build -o "$bin.tmp" "$MODULE/cmd/reaper" >>"$CACHE/build.log" 2>&1
   ) || { say "the build failed; its log:"; tail -30 "$CACHE/build.log" >&2; exit 1; }
   mv "$bin.tmp" "$bin"
