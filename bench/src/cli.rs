@@ -44,6 +44,8 @@ pub struct RunOptions {
     pub private_pg_port: u16,
     /// Whether to switch the server's autovacuum on (the default), off, or leave it.
     pub autovacuum: crate::pg::AutovacuumMode,
+    /// The rate (records/s) the report's capacity plan sizes for, if any.
+    pub target_rate: Option<f64>,
 }
 
 /// What a run produced.
@@ -420,7 +422,12 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
         bench.backend,
         &unsupported,
     ));
-    md.push_str(&crate::capacity::section(&runs, &skipped));
+    let capacity = crate::capacity::section(&runs, &skipped);
+    md.push_str(&capacity);
+    // The plan closes a capacity run, or any run asked for one.
+    if o.target_rate.is_some() || !capacity.is_empty() {
+        md.push_str(&crate::plan::section(&runs, o.target_rate));
+    }
     let md_path = o.out.join(format!("{run_id}.md"));
     std::fs::write(&md_path, &md)
         .map_err(BenchError::io(format!("write {}", md_path.display())))?;

@@ -41,6 +41,7 @@ mod error;
 pub mod fleet;
 pub mod mariadb;
 pub mod pg;
+pub mod plan;
 pub mod plot;
 pub mod receipts;
 pub mod recovery;

@@ -36,6 +36,7 @@ async fn a_broker_killed_under_the_harvesters_loses_nothing() {
         ceilings: false,
         private_pg_port: 25432,
         autovacuum: bench::pg::AutovacuumMode::AsFound,
+        target_rate: None,
     })
     .await
     .unwrap_or_else(|e| panic!("kill-busiest-leader failed: {e}"));

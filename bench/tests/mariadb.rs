@@ -32,6 +32,7 @@ async fn scenarios_run_verified_on_mariadb_against_its_own_ceilings() {
         ceilings: true,
         private_pg_port: 54333,
         autovacuum: bench::pg::AutovacuumMode::AsFound,
+        target_rate: None,
     })
     .await
     .unwrap();

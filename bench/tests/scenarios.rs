@@ -73,6 +73,7 @@ async fn full_profile(scenarios: Vec<String>, set: Vec<String>, ceilings: bool) 
         private_pg_port: 25432,
         // The server as found: tests/autovacuum.rs checks the switch itself.
         autovacuum: bench::pg::AutovacuumMode::AsFound,
+        target_rate: None,
     })
     .await
     .unwrap_or_else(|e| panic!("the full profile (snapshot mode: {snapshot}) failed: {e}"));

@@ -74,6 +74,10 @@ struct RunArgs {
     /// Skip the ceiling measurements.
     #[arg(long)]
     no_ceilings: bool,
+    /// Size the report's capacity plan for this many records/s (members, cores, WAL), from the
+    /// costs per record the run measured. A capacity run plans one member without it.
+    #[arg(long, value_parser = positive_rate)]
+    target_rate: Option<f64>,
     /// Port for the bench's own Postgres (pg-restart). Below Linux's ephemeral range
     /// (32768-60999): a port in it can be held by one of the run's own outgoing connections
     /// when the cluster starts.
@@ -122,6 +126,17 @@ fn run_options(r: RunArgs) -> bench::cli::RunOptions {
         ceilings: !r.no_ceilings,
         private_pg_port: r.private_pg_port,
         autovacuum: r.autovacuum,
+        target_rate: r.target_rate,
+    }
+}
+
+/// A rate above 0 records/s.
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a rate above 0 (records/s, e.g. 50000)"
+        )),
     }
 }
 

@@ -1,0 +1,225 @@
+//! The capacity plan at the end of a capacity run: what one member sustains on this hardware,
+//! and what a stated target rate needs, from the costs per record the run measured.
+//!
+//! Why: a planner asks how many harvesters, and how many cores for Postgres and the brokers, a
+//! rate needs; the run measured every cost per record that answer is made of. The plan keeps
+//! the two kinds of figure apart: what one member drained here, and what each process spent per
+//! record, are measured; anything for the target rate assumes those costs per record hold at
+//! that rate (scale-out by bucket was measured only up to 4 members on these 2 cores).
+
+use std::fmt::Write as _;
+
+use crate::report::RunResult;
+
+/// Share of each resource kept free: a member planned at 70 % of what it drained.
+pub const HEADROOM: f64 = 0.3;
+
+/// What the largest drain of the run measured.
+#[derive(Debug, Clone, PartialEq)]
+struct Costs {
+    scenario: String,
+    rows: u64,
+    partitions: i32,
+    cores: usize,
+    rate: f64,
+    harvester_us: f64,
+    postgres_us: Option<f64>,
+    broker_us: Option<f64>,
+    wal_bytes: Option<f64>,
+}
+
+fn costs(runs: &[RunResult]) -> Option<Costs> {
+    let r = runs
+        .iter()
+        .filter(|r| r.drain_records_per_s.is_some() && r.failover.is_none() && r.stall_ms.is_none())
+        .max_by_key(|r| r.committed)?;
+    let n = r.correctness.delivered.max(r.harvester_acks);
+    if n == 0 {
+        return None;
+    }
+    let us = |s: f64| s / n as f64 * 1e6;
+    Some(Costs {
+        scenario: r.scenario.clone(),
+        rows: r.committed,
+        partitions: r.topic.partitions,
+        cores: r.cpu.cores.max(1),
+        rate: r.drain_records_per_s?,
+        harvester_us: us(r.cpu.harvester_cpu_seconds),
+        postgres_us: r.cpu.postgres_cpu_seconds.map(us),
+        broker_us: r.cpu.broker_cpu_seconds.map(us),
+        wal_bytes: r.wal_bytes_per_record,
+    })
+}
+
+/// Cores a process needs for `rate` records/s at `us` µs each, with the headroom kept free.
+fn cores_for(rate: f64, us: f64) -> f64 {
+    rate * us / 1e6 / (1.0 - HEADROOM)
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "not measured".into(), f)
+}
+
+/// The Markdown "Capacity plan" section: empty without a drain to plan from.
+pub fn section(runs: &[RunResult], target: Option<f64>) -> String {
+    let Some(c) = costs(runs) else {
+        return String::new();
+    };
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "\n## Capacity plan (from {}, {} rows)\n\n**Measured** in this run, one member on {} cores \
+         shared with Postgres and the broker, {} partitions: drain {:.0} rec/s; CPU per record: \
+         harvester {:.1} µs, Postgres {}, broker {}; WAL {}.\n\n",
+        c.scenario,
+        c.rows,
+        c.cores,
+        c.partitions,
+        c.rate,
+        c.harvester_us,
+        opt(c.postgres_us, |v| format!("{v:.1} µs")),
+        opt(c.broker_us, |v| format!("{v:.1} µs")),
+        opt(c.wal_bytes, |v| format!("{v:.0} B/rec")),
+    );
+    let all_us = c.harvester_us + c.postgres_us.unwrap_or(0.0) + c.broker_us.unwrap_or(0.0);
+    let cpu_rate = c.cores as f64 * 1e6 / all_us.max(1e-9);
+    let (member, binds) = if c.rate < cpu_rate * (1.0 - HEADROOM) {
+        (
+            c.rate * (1.0 - HEADROOM),
+            format!(
+                "round trips, not CPU: the three processes together would saturate the {} cores \
+                 at {cpu_rate:.0} rec/s, and the member drained {:.0}",
+                c.cores, c.rate
+            ),
+        )
+    } else {
+        (
+            cpu_rate * (1.0 - HEADROOM),
+            format!(
+                "this machine's CPU: the three processes together saturate the {} cores at \
+                 {cpu_rate:.0} rec/s",
+                c.cores
+            ),
+        )
+    };
+    let _ = writeln!(
+        s,
+        "**One member on this hardware**, with {:.0} % headroom: {member:.0} rec/s. What binds it: \
+         {binds}.\n",
+        HEADROOM * 100.0
+    );
+    if let Some(t) = target {
+        s.push_str(&target_plan(&c, member, t));
+    }
+    s
+}
+
+/// The extrapolated needs of `target` records/s.
+fn target_plan(c: &Costs, member: f64, target: f64) -> String {
+    let members = (target / member.max(1e-9)).ceil();
+    let harvester = cores_for(target, c.harvester_us);
+    let pg = c.postgres_us.map(|us| cores_for(target, us));
+    let broker = c.broker_us.map(|us| cores_for(target, us));
+    let mut s = format!(
+        "**Target {target:.0} rec/s (extrapolated**: each cost per record held at the target \
+         rate, {:.0} % headroom):\n\n\
+         | resource | needs | basis |\n|---|---:|---|\n\
+         | harvester members | {members:.0} | {member:.0} rec/s each, sharing the outbox by bucket |\n\
+         | harvester cores, all members | {harvester:.1} | {:.1} µs/rec |\n",
+        HEADROOM * 100.0,
+        c.harvester_us,
+    );
+    let _ = writeln!(
+        s,
+        "| Postgres cores, one primary | {} | {} |",
+        opt(pg, |v| format!("{v:.1}")),
+        opt(c.postgres_us, |v| format!("{v:.1} µs/rec"))
+    );
+    let _ = writeln!(
+        s,
+        "| broker cores, whole cluster (replication 1 here) | {} | {} |",
+        opt(broker, |v| format!("{v:.1}")),
+        opt(c.broker_us, |v| format!("{v:.1} µs/rec"))
+    );
+    let _ = writeln!(
+        s,
+        "| Postgres WAL written | {} | {} |",
+        opt(c.wal_bytes, |w| format!("{:.1} MB/s", target * w / 1e6)),
+        opt(c.wal_bytes, |w| format!("{w:.0} B/rec"))
+    );
+    let first = binds_first(c, pg, broker);
+    let _ = write!(
+        s,
+        "\nBinds first: {first}. Partitions are not extrapolated: this run used {}; on one broker \
+         fewer, fuller partitions cost less per record (RESULTS.md, \"What binds the drain on \
+         Kafka\"), and replicas (replication 3) add the followers' fetches to the broker cores \
+         above.\n",
+        c.partitions
+    );
+    s
+}
+
+/// The resource that runs out first as the rate grows: Postgres, a single primary, when it
+/// needs more cores than this machine has; else the one needing the most cores.
+fn binds_first(c: &Costs, pg: Option<f64>, broker: Option<f64>) -> String {
+    let cores = c.cores as f64;
+    match (pg, broker) {
+        (Some(p), _) if p > cores => format!(
+            "Postgres, the one resource members cannot spread: {p:.1} cores on one primary, \
+             more than this machine's {cores:.0}"
+        ),
+        (Some(p), Some(b)) if b >= p => {
+            format!("the brokers ({b:.1} cores over the cluster; Postgres {p:.1} on one primary)")
+        }
+        (Some(p), _) => format!("Postgres ({p:.1} cores on one primary)"),
+        _ => "not known: Postgres's CPU was not measured (a remote database)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn costs(rate: f64) -> Costs {
+        Costs {
+            scenario: "drain-10m".into(),
+            rows: 10_000_000,
+            partitions: 256,
+            cores: 2,
+            rate,
+            harvester_us: 86.0,
+            postgres_us: Some(72.0),
+            broker_us: Some(149.0),
+            wal_bytes: Some(947.0),
+        }
+    }
+
+    #[test]
+    fn a_target_needs_members_cores_and_wal_in_proportion() {
+        let c = costs(4233.0);
+        let member = c.rate * (1.0 - HEADROOM);
+        let plan = target_plan(&c, member, 50_000.0);
+        // 50,000 / (4,233 x 0.7) = 16.9 -> 17 members; Postgres 50,000 x 72 µs / 0.7 = 5.1 cores.
+        assert!(plan.contains("| harvester members | 17 |"), "{plan}");
+        assert!(
+            plan.contains("| Postgres cores, one primary | 5.1 |"),
+            "{plan}"
+        );
+        assert!(
+            plan.contains("| Postgres WAL written | 47.4 MB/s |"),
+            "{plan}"
+        );
+        assert!(
+            plan.contains("Binds first: Postgres, the one resource"),
+            "{plan}"
+        );
+    }
+
+    #[test]
+    fn the_binding_resource_follows_the_costs() {
+        let c = costs(4233.0);
+        assert!(binds_first(&c, Some(1.5), Some(1.9)).starts_with("the brokers"));
+        assert!(binds_first(&c, Some(1.5), Some(1.0)).starts_with("Postgres (1.5"));
+        assert!(binds_first(&c, None, Some(1.0)).starts_with("not known"));
+    }
+}
