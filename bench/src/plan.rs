@@ -109,15 +109,14 @@ pub fn section(runs: &[RunResult], target: Option<f64>) -> String {
         HEADROOM * 100.0
     );
     if let Some(t) = target {
-        s.push_str(&target_plan(&c, t));
+        s.push_str(&target_plan(&c, member, t));
     }
     s
 }
 
-/// The extrapolated needs of `target` records/s. A member counts for the rate it drained here,
-/// less the headroom: one with cores of its own may do more, which this run did not measure.
-fn target_plan(c: &Costs, target: f64) -> String {
-    let member = c.rate * (1.0 - HEADROOM);
+/// The extrapolated needs of `target` records/s, `member` records/s a member (the one-member
+/// figure: one with cores of its own may do more, which this run did not measure).
+fn target_plan(c: &Costs, member: f64, target: f64) -> String {
     let members = (target / member.max(1e-9)).ceil();
     let harvester = cores_for(target, c.harvester_us);
     let pg = c.postgres_us.map(|us| cores_for(target, us));
@@ -126,7 +125,7 @@ fn target_plan(c: &Costs, target: f64) -> String {
         "**Target {target:.0} rec/s (extrapolated**: each cost per record held at the target \
          rate, {:.0} % headroom):\n\n\
          | resource | needs | basis |\n|---|---:|---|\n\
-         | harvester members | {members:.0} | {member:.0} rec/s each (the drain here less the headroom), sharing the outbox by bucket |\n\
+         | harvester members | {members:.0} | {member:.0} rec/s each (one member, above), sharing the outbox by bucket |\n\
          | harvester cores, all members | {harvester:.1} | {:.1} µs/rec |\n",
         HEADROOM * 100.0,
         c.harvester_us,
@@ -199,7 +198,7 @@ mod tests {
     #[test]
     fn a_target_needs_members_cores_and_wal_in_proportion() {
         let c = costs(4233.0);
-        let plan = target_plan(&c, 50_000.0);
+        let plan = target_plan(&c, c.rate * (1.0 - HEADROOM), 50_000.0);
         // 50,000 / (4,233 x 0.7) = 16.9 -> 17 members; Postgres 50,000 x 72 µs / 0.7 = 5.1 cores.
         assert!(plan.contains("| harvester members | 17 |"), "{plan}");
         assert!(
