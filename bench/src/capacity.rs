@@ -11,13 +11,23 @@ use crate::plot::Series;
 use crate::report::RunResult;
 
 /// Drain runs (a backlog, a drain rate), smallest backlog first.
-fn drains(runs: &[RunResult]) -> Vec<&RunResult> {
+pub(crate) fn drains(runs: &[RunResult]) -> Vec<&RunResult> {
     let mut d: Vec<&RunResult> = runs
         .iter()
         .filter(|r| r.drain_records_per_s.is_some() && r.failover.is_none() && r.stall_ms.is_none())
         .collect();
     d.sort_by_key(|r| r.committed);
     d
+}
+
+/// The records a drain's costs are divided by: those the verifier saw, or, for a size that was
+/// not verified (it saw none), those the harvesters had acknowledged.
+pub(crate) fn records_of(r: &RunResult) -> u64 {
+    if r.correctness.delivered > 0 {
+        r.correctness.delivered
+    } else {
+        r.harvester_acks
+    }
 }
 
 fn per_record_us(seconds: Option<f64>, records: u64) -> String {
@@ -48,13 +58,7 @@ pub fn section(runs: &[RunResult], skipped: &[String]) -> String {
     for r in &d {
         let rate = r.drain_records_per_s.unwrap_or(0.0);
         let ratio = base.map_or_else(|| "–".into(), |b| format!("{:.2}", rate / b.max(1e-9)));
-        // A size that was not verified delivered nothing the verifier saw: count what the
-        // harvesters had acknowledged instead.
-        let n = if r.correctness.delivered > 0 {
-            r.correctness.delivered
-        } else {
-            r.harvester_acks
-        };
+        let n = records_of(r);
         s.push_str(&format!(
             "| {} | {} | {:.0} | {} | {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.scenario,

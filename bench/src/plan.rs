@@ -29,11 +29,8 @@ struct Costs {
 }
 
 fn costs(runs: &[RunResult]) -> Option<Costs> {
-    let r = runs
-        .iter()
-        .filter(|r| r.drain_records_per_s.is_some() && r.failover.is_none() && r.stall_ms.is_none())
-        .max_by_key(|r| r.committed)?;
-    let n = r.correctness.delivered.max(r.harvester_acks);
+    let r = *crate::capacity::drains(runs).last()?;
+    let n = crate::capacity::records_of(r);
     if n == 0 {
         return None;
     }
