@@ -45,14 +45,50 @@ fn read_proc(pid: u32) -> Option<ProcStats> {
     })
 }
 
+/// Samples one process's [`ProcStats`] every 200 ms on a thread of its own until dropped or the
+/// process is gone; the last sample stays readable after a `kill -9`.
+#[derive(Debug)]
+pub struct ProcSampler {
+    stats: Arc<Mutex<ProcStats>>,
+    sampling: Arc<AtomicBool>,
+}
+
+impl ProcSampler {
+    pub fn start(pid: u32) -> ProcSampler {
+        let stats = Arc::new(Mutex::new(ProcStats::default()));
+        let sampling = Arc::new(AtomicBool::new(true));
+        let (s, on) = (Arc::clone(&stats), Arc::clone(&sampling));
+        std::thread::spawn(move || {
+            while on.load(Ordering::Relaxed) {
+                match read_proc(pid) {
+                    Some(p) => *s.lock() = p,
+                    None => return,
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        ProcSampler { stats, sampling }
+    }
+
+    /// The last sample.
+    pub fn stats(&self) -> ProcStats {
+        *self.stats.lock()
+    }
+}
+
+impl Drop for ProcSampler {
+    fn drop(&mut self) {
+        self.sampling.store(false, Ordering::Relaxed);
+    }
+}
+
 /// One reaper process.
 #[derive(Debug)]
 pub struct Member {
     pub name: String,
     pub proc: Observed,
     pub http: SocketAddr,
-    stats: Arc<Mutex<ProcStats>>,
-    sampling: Arc<AtomicBool>,
+    sampler: ProcSampler,
     /// Set once [`Member::wait_exit`] saw it exit: its pid may be reused, so no more signals.
     exited: Option<ExitStatus>,
 }
@@ -90,24 +126,12 @@ impl Member {
                 "reaper {name} did not start (see its stderr above)"
             ))
         })?;
-        let stats = Arc::new(Mutex::new(ProcStats::default()));
-        let sampling = Arc::new(AtomicBool::new(true));
-        let (pid, s, on) = (proc.pid(), Arc::clone(&stats), Arc::clone(&sampling));
-        std::thread::spawn(move || {
-            while on.load(Ordering::Relaxed) {
-                match read_proc(pid) {
-                    Some(p) => *s.lock() = p,
-                    None => return,
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        });
+        let sampler = ProcSampler::start(proc.pid());
         Ok(Member {
             name: name.to_owned(),
             proc,
             http,
-            stats,
-            sampling,
+            sampler,
             exited: None,
         })
     }
@@ -170,7 +194,7 @@ impl Member {
     }
 
     pub fn stats(&self) -> ProcStats {
-        *self.stats.lock()
+        self.sampler.stats()
     }
 
     /// Sends `signal`, unless the process was already seen to exit (then nothing).
@@ -187,12 +211,6 @@ impl Member {
             self.exited = self.proc.wait_exit(timeout);
         }
         self.exited
-    }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        self.sampling.store(false, Ordering::Relaxed);
     }
 }
 

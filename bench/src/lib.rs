@@ -26,6 +26,8 @@
 //!   throughput within a p99 budget) as a recommendation.
 //! - [`pg`]: Postgres statistics (WAL bytes, transactions, durability settings) and the bench's
 //!   own private cluster for the `pg-restart` scenario (the shared server is never restarted).
+//! - [`versus`]: goharvest v0.3.1's own reaper and ours on the same table, rows and broker,
+//!   one after the other (`bench versus`).
 //! - [`mariadb`]: the MariaDB/MySQL server's version and settings, for a run whose
 //!   `--database` is a `mysql://` or `mariadb://` URL (every scenario then runs on MariaDB with
 //!   its own ceilings, those that only make sense on Postgres skipped with the reason).
@@ -52,6 +54,7 @@ pub mod scenario;
 pub mod session;
 pub mod stages;
 pub mod tune;
+pub mod versus;
 
 pub use error::BenchError;
 

@@ -28,6 +28,9 @@ enum Cmd {
     /// Sweep settings (MaxInFlightRecords, shards, mark batch, linger) over one scenario and
     /// recommend the knee within a p99 budget.
     Tune(TuneArgs),
+    /// goharvest v0.3.1's own reaper and ours, one after the other, on a private Kafka 3.9.1,
+    /// the same goharvest-shaped table and rows: drain, 10 hot keys, one hot key, kill -9.
+    Versus(VersusArgs),
     /// List profiles and scenarios.
     List {
         /// Extra scenario file (adds or replaces by name).
@@ -111,6 +114,57 @@ struct TuneArgs {
     repeat: u16,
 }
 
+#[derive(Debug, clap::Args)]
+struct VersusArgs {
+    /// Workload(s) to run (default: all): drain, hot-keys-10, hot-key, failover-kill.
+    #[arg(long = "workload")]
+    workloads: Vec<String>,
+    /// Scale the backlogs (0.1 for a smoke run).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Postgres URL (default: DATABASE_URL or the local server).
+    #[arg(long, visible_alias = "database", env = "DATABASE_URL")]
+    database_url: Option<String>,
+    /// Our reaper binary (default: next to this one).
+    #[arg(long)]
+    reaper: Option<PathBuf>,
+    /// goharvest's reaper (default: built once by `scripts/goharvest.sh build`).
+    #[arg(long)]
+    goharvest: Option<PathBuf>,
+    /// Where results go.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+}
+
+async fn versus(v: VersusArgs) -> Result<i32, bench::BenchError> {
+    let binaries = bench::versus::Binaries {
+        goharvest: match v.goharvest {
+            Some(p) => p,
+            None => bench::versus::build_goharvest()?,
+        },
+        ours: bench::versus::our_reaper(v.reaper.as_deref())?,
+    };
+    let options = bench::versus::VersusOptions {
+        database_url: v.database_url.unwrap_or_else(testkit::pg::database_url),
+        binaries,
+        only: v.workloads,
+        scale: v.scale,
+        out: v.out,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    let (report, correct) = bench::versus::run(&options).await?;
+    if let Ok(text) = std::fs::read_to_string(&report) {
+        println!("{text}");
+    }
+    eprintln!("results: {}", report.display());
+    if correct {
+        Ok(0)
+    } else {
+        eprintln!("bench: some cases did not finish or were not correct (see the verdicts)");
+        Ok(1)
+    }
+}
+
 fn run_options(r: RunArgs) -> bench::cli::RunOptions {
     bench::cli::RunOptions {
         profile: r.profile,
@@ -190,6 +244,7 @@ async fn main() {
             }
             Err(e) => report_error(&e),
         },
+        Cmd::Versus(v) => versus(v).await.unwrap_or_else(|e| report_error(&e)),
         Cmd::Tune(t) => {
             let options = bench::cli::TuneOptions {
                 run: run_options(t.run),

@@ -25,7 +25,7 @@
 mod cluster;
 pub mod cpu;
 mod faults;
-mod listeners;
+pub(crate) mod listeners;
 mod rewinds;
 mod rolling;
 pub(crate) mod setup;

@@ -47,14 +47,22 @@ pub struct PrivateKafka {
     dir: PathBuf,
     nodes: u16,
     bootstrap: String,
+    /// `HARVEST_KAFKA_VERSION` for every `scripts/kafka.sh` call on it (`None`: the pinned one).
+    version: Option<String>,
 }
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka.sh")
 }
 
-fn kafka_sh(args: &[&str]) -> Result<String, TestkitError> {
-    let out = Command::new(script()).args(args).output()?;
+/// `scripts/kafka.sh` with `HARVEST_KAFKA_VERSION` set to `version` (the pinned one if `None`).
+fn kafka_sh_version(args: &[&str], version: Option<&str>) -> Result<String, TestkitError> {
+    let mut command = Command::new(script());
+    command.args(args);
+    if let Some(v) = version {
+        command.env("HARVEST_KAFKA_VERSION", v);
+    }
+    let out = command.output()?;
     if !out.status.success() {
         return Err(TestkitError::Server(format!(
             "scripts/kafka.sh {}: {}",
@@ -88,20 +96,36 @@ fn free_base(nodes: u16) -> Result<u16, TestkitError> {
 impl PrivateKafka {
     /// Starts the cluster and waits until a metadata request lists every broker.
     pub fn start(nodes: u16) -> Result<PrivateKafka, TestkitError> {
+        Self::start_version(nodes, None)
+    }
+
+    /// As [`PrivateKafka::start`], with Apache Kafka `version` (e.g. "3.9.1", for clients that
+    /// speak protocol versions Kafka 4 removed) instead of the pinned one, for every later call
+    /// on it too (a node started again runs the same version).
+    pub fn start_version(nodes: u16, version: Option<&str>) -> Result<PrivateKafka, TestkitError> {
         let dir = state_dir().join("private").join(names::unique("kafka"));
         let base = free_base(nodes)?;
         let mut cluster = PrivateKafka {
             dir,
             nodes,
             bootstrap: String::new(),
+            version: version.map(str::to_owned),
         };
-        cluster.bootstrap = kafka_sh(&[
-            "up",
-            &cluster.dir.display().to_string(),
-            &base.to_string(),
-            &nodes.to_string(),
-        ])?;
+        cluster.bootstrap = kafka_sh_version(
+            &[
+                "up",
+                &cluster.dir.display().to_string(),
+                &base.to_string(),
+                &nodes.to_string(),
+            ],
+            cluster.version.as_deref(),
+        )?;
         Ok(cluster)
+    }
+
+    /// `scripts/kafka.sh` for this cluster's version.
+    fn sh(&self, args: &[&str]) -> Result<String, TestkitError> {
+        kafka_sh_version(args, self.version.as_deref())
     }
 
     /// Every node's client address, comma-separated.
@@ -130,7 +154,7 @@ impl PrivateKafka {
     /// Stops, kills, starts, pauses or resumes node `node` (1-based). Returns once the signal
     /// is delivered (a stop or kill: once the process is gone).
     pub fn node(&self, node: u16, action: NodeAction) -> Result<(), TestkitError> {
-        kafka_sh(&[
+        self.sh(&[
             "node",
             action.word(),
             &self.dir.display().to_string(),
@@ -141,7 +165,7 @@ impl PrivateKafka {
 
     /// Brokers a metadata request lists unfenced now.
     pub fn live_brokers(&self) -> Result<u16, TestkitError> {
-        let n = kafka_sh(&["brokers", &self.dir.display().to_string()])?;
+        let n = self.sh(&["brokers", &self.dir.display().to_string()])?;
         n.parse()
             .map_err(|_| TestkitError::Server(format!("kafka.sh brokers said {n:?}")))
     }
@@ -221,7 +245,7 @@ impl PrivateKafka {
     /// The node leading the KRaft controller quorum now (`kafka-metadata-quorum describe
     /// --status`, its `LeaderId`).
     pub fn quorum_leader(&self) -> Result<u16, TestkitError> {
-        let status = kafka_sh(&[
+        let status = self.sh(&[
             "tool",
             "org.apache.kafka.tools.MetadataQuorumCommand",
             "--bootstrap-server",
@@ -257,9 +281,9 @@ impl Drop for PrivateKafka {
     fn drop(&mut self) {
         let dir = self.dir.display().to_string();
         for node in 1..=self.nodes {
-            let _ = kafka_sh(&["node", "resume", &dir, &node.to_string()]);
+            let _ = self.sh(&["node", "resume", &dir, &node.to_string()]);
         }
-        let _ = kafka_sh(&["down", &dir]);
+        let _ = self.sh(&["down", &dir]);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -7,6 +7,7 @@
 //! Row i is key `k(i mod keys)` with sequence `i div keys`, so per-key order is id order.
 
 mod copy;
+mod goharvest;
 mod insert;
 
 use std::ops::Range;
@@ -19,6 +20,7 @@ use crate::db::Db;
 use crate::ledger::{Committed, Ledger};
 use crate::WorkloadError;
 
+pub use goharvest::{goharvest_ddl, prefill_goharvest};
 pub use insert::header_columns;
 
 /// How big a backlog.

@@ -1,0 +1,215 @@
+//! The two relays as processes: goharvest v0.3.1's own `reaper` and ours, each given the same
+//! goharvest reaper YAML (ours reads that file as it is, `harvester::config::goharvest`), so
+//! what differs between them is the relay and its defaults, nothing the bench configured.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::PgConnectOptions;
+use testkit::process::{Observed, Signal};
+
+use crate::fleet::{ProcSampler, ProcStats};
+use crate::BenchError;
+
+/// Which relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Relay {
+    Goharvest,
+    Ours,
+}
+
+impl Relay {
+    pub fn name(self) -> &'static str {
+        match self {
+            Relay::Goharvest => "goharvest",
+            Relay::Ours => "ours",
+        }
+    }
+}
+
+/// Where each relay's binary is.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    pub goharvest: PathBuf,
+    pub ours: PathBuf,
+}
+
+/// What the shared YAML names.
+#[derive(Debug, Clone)]
+pub struct RelayConfig<'a> {
+    pub bootstrap: &'a str,
+    pub leader_topic: &'a str,
+    pub leader_group: &'a str,
+    /// libpq's key=value form (goharvest's `dataSource`).
+    pub data_source: &'a str,
+    /// `schema.table`.
+    pub outbox_table: &'a str,
+}
+
+/// goharvest's reaper YAML: only what its README's example sets, the rest left to each
+/// relay's defaults.
+pub fn yaml(c: &RelayConfig<'_>) -> String {
+    format!(
+        "harvest:\n  baseKafkaConfig:\n    bootstrap.servers: {}\n  leaderTopic: {}\n  leaderGroupID: {}\n  dataSource: {}\n  outboxTable: {}\nlogging:\n  level: Info\n",
+        c.bootstrap, c.leader_topic, c.leader_group, c.data_source, c.outbox_table
+    )
+}
+
+/// The database URL in libpq's key=value form, as goharvest's `dataSource` takes it (TLS off:
+/// the bench's database is on this machine). The password, when the URL has one, goes into
+/// the file only, which the bench writes with mode 0600 and deletes after the case.
+pub fn data_source(url: &str) -> Result<String, BenchError> {
+    let o: PgConnectOptions = url
+        .parse()
+        .map_err(BenchError::db("parse the database URL"))?;
+    let mut s = format!(
+        "host={} port={} user={} dbname={} sslmode=disable",
+        o.get_host(),
+        o.get_port(),
+        o.get_username(),
+        o.get_database().unwrap_or("postgres"),
+    );
+    if let Some(password) = password_of(url) {
+        s.push_str(&format!(" password={password}"));
+    }
+    Ok(s)
+}
+
+/// The password of a `postgres://user:password@host/...` URL, if it has one.
+fn password_of(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let userinfo = rest.split_once('@')?.0;
+    userinfo
+        .split_once(':')
+        .map(|(_, p)| p)
+        .filter(|p| !p.is_empty())
+}
+
+/// Writes `text` to `path`, readable by this user only.
+pub fn write_private(path: &Path, text: &str) -> Result<(), BenchError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(BenchError::io(format!("create {}", path.display())))?;
+    f.write_all(text.as_bytes())
+        .map_err(BenchError::io(format!("write {}", path.display())))
+}
+
+/// One relay process, its output in a log file, its CPU and peak RSS sampled.
+#[derive(Debug)]
+pub struct RelayProc {
+    proc: Observed,
+    sampler: ProcSampler,
+    exited: bool,
+}
+
+impl RelayProc {
+    /// Starts `relay` on the YAML at `config`, both output streams into `log`.
+    pub fn spawn(
+        relay: Relay,
+        binaries: &Binaries,
+        config: &Path,
+        log: &Path,
+    ) -> Result<RelayProc, BenchError> {
+        let mut cmd = match relay {
+            Relay::Goharvest => {
+                let mut c = Command::new(&binaries.goharvest);
+                c.arg("-f").arg(config);
+                c
+            }
+            Relay::Ours => {
+                let mut c = Command::new(&binaries.ours);
+                c.arg("--config").arg(config);
+                c.env("RUST_LOG", "info");
+                c
+            }
+        };
+        let file = std::fs::File::create(log)
+            .map_err(BenchError::io(format!("create {}", log.display())))?;
+        cmd.stderr(Stdio::from(file));
+        let proc = Observed::spawn(relay.name(), cmd)?;
+        let sampler = ProcSampler::start(proc.pid());
+        Ok(RelayProc {
+            proc,
+            sampler,
+            exited: false,
+        })
+    }
+
+    pub fn stats(&self) -> ProcStats {
+        self.sampler.stats()
+    }
+
+    /// `kill -9`.
+    pub fn kill(&mut self) -> Result<(), BenchError> {
+        self.proc.signal(Signal::Kill)?;
+        self.exited = self.proc.wait_exit(Duration::from_secs(10)).is_some();
+        Ok(())
+    }
+
+    /// SIGTERM, then `kill -9` if it has not exited within `grace`. Whether it exited on its own.
+    pub fn stop(&mut self, grace: Duration) -> bool {
+        if self.exited {
+            return true;
+        }
+        let _ = self.proc.signal(Signal::Term);
+        let clean = self.proc.wait_exit(grace).is_some();
+        if !clean {
+            let _ = self.proc.signal(Signal::Kill);
+            let _ = self.proc.wait_exit(Duration::from_secs(10));
+        }
+        self.exited = true;
+        clean
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_source_from_a_url() {
+        let ds = data_source("postgres://postgres@127.0.0.1:54329/postgres").unwrap();
+        assert_eq!(
+            ds,
+            "host=127.0.0.1 port=54329 user=postgres dbname=postgres sslmode=disable"
+        );
+        let ds = data_source("postgres://app:s3cret@db:5433/orders").unwrap();
+        assert!(
+            ds.ends_with("dbname=orders sslmode=disable password=s3cret"),
+            "{ds}"
+        );
+        assert_eq!(password_of("postgres://app:@db/x"), None);
+    }
+
+    #[test]
+    fn the_shared_yaml_is_goharvests() {
+        let y = yaml(&RelayConfig {
+            bootstrap: "127.0.0.1:19392",
+            leader_topic: "t-leader",
+            leader_group: "t-group",
+            data_source: "host=h port=1 user=u dbname=d sslmode=disable",
+            outbox_table: "s.outbox",
+        });
+        assert!(y.contains("  leaderGroupID: t-group\n"), "{y}");
+        assert!(
+            y.contains("    bootstrap.servers: 127.0.0.1:19392\n"),
+            "{y}"
+        );
+        // Ours reads the very file goharvest gets.
+        let path = std::env::temp_dir().join(format!("{}.yaml", testkit::names::unique("vs")));
+        write_private(&path, &y).unwrap();
+        let loaded = harvester::config::Config::from_file(&path);
+        std::fs::remove_file(&path).unwrap();
+        let config = loaded.expect("our reaper reads goharvest's YAML");
+        assert_eq!(config.outbox.shape, harvester::outbox::Shape::Goharvest);
+    }
+}

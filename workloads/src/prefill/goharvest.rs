@@ -1,0 +1,111 @@
+//! A backlog in goharvest's own table (its README's DDL: text key and value, text header
+//! arrays, `create_time`, `leader_id`), so goharvest's reaper and ours harvest the very same
+//! rows in a side-by-side run. Row i is as in the native backlog: key `k(i mod keys)`, sequence
+//! `i div keys`, the run and sequence in the `x-run`/`x-seq` headers, then `ANALYZE`.
+
+use harvester::outbox::TableName;
+use sqlx::PgPool;
+
+use super::Backlog;
+use crate::{key_name, WorkloadError};
+
+/// Rows per COPY statement (one transaction each).
+const CHUNK: u64 = 100_000;
+
+/// goharvest's DDL for `table`, as its README gives it (the key and value widths are the
+/// README's examples).
+pub fn goharvest_ddl(table: &TableName) -> String {
+    format!(
+        "CREATE TABLE {} (
+            id                  BIGSERIAL PRIMARY KEY,
+            create_time         TIMESTAMP WITH TIME ZONE NOT NULL,
+            kafka_topic         VARCHAR(249) NOT NULL,
+            kafka_key           VARCHAR(100) NOT NULL,
+            kafka_value         VARCHAR(10000),
+            kafka_header_keys   TEXT[] NOT NULL,
+            kafka_header_values TEXT[] NOT NULL,
+            leader_id           UUID
+        )",
+        table.quoted()
+    )
+}
+
+/// One row in COPY text format. Keys, topics, run ids and values of the bench are plain ASCII
+/// without tabs, backslashes, quotes or commas, so nothing needs escaping.
+fn copy_line(out: &mut String, topic: &str, key: &str, value: &str, run: &str, seq: u64) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        out,
+        "now\t{topic}\t{key}\t{value}\t{{x-run,x-seq}}\t{{{run},{seq}}}"
+    );
+}
+
+/// Creates `table` with goharvest's DDL and writes the backlog into it with `COPY`.
+pub async fn prefill_goharvest(
+    pool: &PgPool,
+    table: &TableName,
+    topic: &str,
+    run: &str,
+    backlog: Backlog,
+) -> Result<(), WorkloadError> {
+    let plain = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    };
+    if backlog.keys == 0 || !plain(topic) || !plain(run) {
+        return Err(WorkloadError::Invalid(format!(
+            "a goharvest backlog needs at least one key and a topic and run id of letters, digits, '-', '_' and '.' (topic {topic:?}, run {run:?}, {} keys)",
+            backlog.keys
+        )));
+    }
+    sqlx::query(&goharvest_ddl(table))
+        .execute(pool)
+        .await
+        .map_err(WorkloadError::db("create goharvest's outbox table"))?;
+    let value = "v".repeat(backlog.value_bytes);
+    let statement = format!(
+        "COPY {} (create_time, kafka_topic, kafka_key, kafka_value, kafka_header_keys, kafka_header_values) FROM STDIN",
+        table.quoted()
+    );
+    let mut start = 0;
+    while start < backlog.rows {
+        let end = (start + CHUNK).min(backlog.rows);
+        let mut text = String::with_capacity(((end - start) as usize) * (value.len() + 60));
+        for i in start..end {
+            let (k, seq) = backlog.row(i);
+            copy_line(&mut text, topic, &key_name(k), &value, run, seq);
+        }
+        let mut conn = pool
+            .acquire()
+            .await
+            .map_err(WorkloadError::db("connect for COPY"))?;
+        let mut copy = conn
+            .copy_in_raw(&statement)
+            .await
+            .map_err(WorkloadError::db("start COPY"))?;
+        copy.send(text.into_bytes())
+            .await
+            .map_err(WorkloadError::db("send COPY data"))?;
+        copy.finish()
+            .await
+            .map_err(WorkloadError::db("finish COPY"))?;
+        start = end;
+    }
+    sqlx::query(&format!("ANALYZE {}", table.quoted()))
+        .execute(pool)
+        .await
+        .map_err(WorkloadError::db("analyze the outbox"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_in_copy_text() {
+        let mut s = String::new();
+        copy_line(&mut s, "t1", "k7", "vv", "r1", 3);
+        assert_eq!(s, "now\tt1\tk7\tvv\t{x-run,x-seq}\t{r1,3}\n");
+    }
+}
