@@ -131,6 +131,10 @@ struct VersusArgs {
     /// goharvest's reaper (default: built once by `scripts/goharvest.sh build`).
     #[arg(long)]
     goharvest: Option<PathBuf>,
+    /// A setting for ours on top of the shared YAML, e.g. `--ours-set
+    /// limits.max_in_flight_per_key=64` (repeatable; the report names each).
+    #[arg(long = "ours-set", value_name = "PATH=VALUE")]
+    ours_set: Vec<String>,
     /// Where results go.
     #[arg(long, default_value = "results")]
     out: PathBuf,
@@ -143,6 +147,17 @@ async fn versus(v: VersusArgs) -> Result<i32, bench::BenchError> {
             None => bench::versus::build_goharvest()?,
         },
         ours: bench::versus::our_reaper(v.reaper.as_deref())?,
+        ours_settings: v
+            .ours_set
+            .iter()
+            .map(|kv| {
+                kv.split_once('=')
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .ok_or_else(|| {
+                        bench::BenchError::Run(format!("--ours-set {kv:?}: expected PATH=VALUE"))
+                    })
+            })
+            .collect::<Result<_, _>>()?,
     };
     let options = bench::versus::VersusOptions {
         database_url: v.database_url.unwrap_or_else(testkit::pg::database_url),

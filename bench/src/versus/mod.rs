@@ -213,7 +213,13 @@ pub async fn run(o: &VersusOptions) -> Result<(PathBuf, bool), BenchError> {
     pool.close().await;
     drop(kafka);
     let plots = render::plots(&o.out, &run_id, &measured)?;
-    let md = render::markdown(&provenance, &measured, &plots, &work);
+    let md = render::markdown(
+        &provenance,
+        &measured,
+        &plots,
+        &work,
+        &o.binaries.ours_settings,
+    );
     let path = o.out.join(format!("versus-{run_id}.md"));
     std::fs::write(&path, md).map_err(BenchError::io(format!("write {}", path.display())))?;
     let correct = measured.iter().all(|m| m.outcome.is_correct());

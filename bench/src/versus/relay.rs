@@ -35,6 +35,9 @@ impl Relay {
 pub struct Binaries {
     pub goharvest: PathBuf,
     pub ours: PathBuf,
+    /// `--set PATH=VALUE` for ours on top of the shared YAML (`bench versus --ours-set`; none
+    /// by default: the comparison is of the defaults).
+    pub ours_settings: Vec<(String, String)>,
 }
 
 /// What the shared YAML names.
@@ -127,7 +130,15 @@ impl RelayProc {
             }
             Relay::Ours => {
                 let mut c = Command::new(&binaries.ours);
-                c.arg("--config").arg(config);
+                // Its HTTP endpoint on a free port (the reaper's default, 9090, is one port
+                // for the failover's two members on this machine); nothing else is set.
+                c.arg("--config")
+                    .arg(config)
+                    .arg("--set")
+                    .arg("http.listen=127.0.0.1:0");
+                for (k, v) in &binaries.ours_settings {
+                    c.arg("--set").arg(format!("{k}={v}"));
+                }
                 c.env("RUST_LOG", "info");
                 c
             }

@@ -117,7 +117,13 @@ fn targets(m: &[Measured]) -> Vec<String> {
 }
 
 /// The Markdown report.
-pub fn markdown(p: &Provenance, m: &[Measured], plots: &[PathBuf], logs: &Path) -> String {
+pub fn markdown(
+    p: &Provenance,
+    m: &[Measured],
+    plots: &[PathBuf],
+    logs: &Path,
+    ours_settings: &[(String, String)],
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# goharvest side by side {}\n", p.run_id);
     let _ = writeln!(s, "- command: `{}`", p.command);
@@ -132,9 +138,20 @@ pub fn markdown(p: &Provenance, m: &[Measured], plots: &[PathBuf], logs: &Path) 
     let _ = writeln!(s, "- broker: {}", p.broker);
     let _ = writeln!(
         s,
-        "- relays: goharvest v0.3.1's own `cmd/reaper` (librdkafka 1.5, bundled) and ours (`reaper`), each run on the same goharvest reaper YAML (bootstrap, leader topic and group, dataSource, outboxTable; everything else each relay's default); goharvest's table DDL; one relay at a time; logs in {}",
+        "- relays: goharvest v0.3.1's own `cmd/reaper` (librdkafka 1.5, bundled) and ours (`reaper`), each run on the same goharvest reaper YAML (bootstrap, leader topic and group, dataSource, outboxTable; everything else each relay's default; ours also listens for HTTP on a free port, as two members on one machine must); goharvest's table DDL; one relay at a time; logs in {}",
         logs.display()
     );
+    if !ours_settings.is_empty() {
+        let shown: Vec<String> = ours_settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "- **ours with settings on top of the shared YAML**: {} (not the defaults)",
+            shown.join(", ")
+        );
+    }
     let _ = writeln!(
         s,
         "- Kafka {KAFKA_VERSION}, not 4.x: goharvest's librdkafka 1.5 fails on Kafka 4 (KIP-896 removed the protocol versions it uses)\n"
