@@ -60,8 +60,17 @@ impl ProcSampler {
         let (s, on) = (Arc::clone(&stats), Arc::clone(&sampling));
         std::thread::spawn(move || {
             while on.load(Ordering::Relaxed) {
+                // A process that exited and is not yet reaped still has its times but no
+                // VmHWM: the peak is the highest seen.
                 match read_proc(pid) {
-                    Some(p) => *s.lock() = p,
+                    Some(p) => {
+                        let mut last = s.lock();
+                        let peak = last.peak_rss_bytes.max(p.peak_rss_bytes);
+                        *last = ProcStats {
+                            peak_rss_bytes: peak,
+                            ..p
+                        };
+                    }
                     None => return,
                 }
                 std::thread::sleep(Duration::from_millis(200));

@@ -135,6 +135,11 @@ pub async fn watch(
                 members[leader].kill()?;
                 p.killed = Some(Instant::now());
                 last_change = Instant::now();
+                // What the killed member committed before it died counts as before the kill:
+                // the stall ends at the first delete past what is there now.
+                if let Some(after) = lowest().await? {
+                    last_id = after;
+                }
             }
         }
         if now - last_change > NO_PROGRESS {
