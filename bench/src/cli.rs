@@ -425,8 +425,17 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     let capacity = crate::capacity::section(&runs, &skipped);
     md.push_str(&capacity);
     // The plan closes a capacity run, or any run asked for one.
+    let mut plots = plots;
     if o.target_rate.is_some() || !capacity.is_empty() {
         md.push_str(&crate::plan::section(&runs, o.target_rate));
+        if let Some(svg) = crate::plan::plot(&runs, o.target_rate) {
+            let name = format!("{run_id}-plan.svg");
+            let path = o.out.join(&name);
+            std::fs::write(&path, svg)
+                .map_err(BenchError::io(format!("write {}", path.display())))?;
+            md.push_str(&format!("\n![{name}]({name})\n"));
+            plots.push(path);
+        }
     }
     let md_path = o.out.join(format!("{run_id}.md"));
     std::fs::write(&md_path, &md)

@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 
+use crate::plot::{line_chart, Extras, Series};
 use crate::report::RunResult;
 
 /// Share of each resource kept free: a member planned at 70 % of what it drained.
@@ -174,6 +175,53 @@ fn binds_first(c: &Costs, pg: Option<f64>, broker: Option<f64>) -> String {
     }
 }
 
+/// Cores each process needs against the rate, from 0 to the target (or twice the one-member
+/// rate without one), beside this machine's cores: where each line crosses the machine's is
+/// where that process alone would fill it. `None` without a drain to plan from.
+pub fn cores_by_rate(runs: &[RunResult], target: Option<f64>) -> Option<Vec<Series>> {
+    let c = costs(runs)?;
+    let top = target.unwrap_or(2.0 * c.rate).max(c.rate);
+    let line = |name: &str, us: f64| Series {
+        name: name.to_owned(),
+        points: (0..=10)
+            .map(|i| {
+                let rate = top * f64::from(i) / 10.0;
+                (rate, cores_for(rate, us))
+            })
+            .collect(),
+    };
+    let mut series = vec![line("harvesters", c.harvester_us)];
+    series.extend(c.postgres_us.map(|us| line("Postgres (one primary)", us)));
+    series.extend(c.broker_us.map(|us| line("brokers", us)));
+    series.push(Series {
+        name: format!("this machine ({} cores)", c.cores),
+        points: vec![(0.0, c.cores as f64), (top, c.cores as f64)],
+    });
+    Some(series)
+}
+
+/// The plot of [`cores_by_rate`], with the measured rate marked.
+pub fn plot(runs: &[RunResult], target: Option<f64>) -> Option<String> {
+    let series = cores_by_rate(runs, target)?;
+    let c = costs(runs)?;
+    let mut markers = vec![(format!("measured {:.0} rec/s", c.rate), c.rate)];
+    markers.extend(target.map(|t| (format!("target {t:.0}"), t)));
+    Some(line_chart(
+        &format!(
+            "Cores needed by rate, {:.0} % headroom (from {}; extrapolated past the measured rate)",
+            HEADROOM * 100.0,
+            c.scenario
+        ),
+        "records/s",
+        "cores",
+        &series,
+        &Extras {
+            markers,
+            ..Default::default()
+        },
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +258,23 @@ mod tests {
             plan.contains("Binds first: Postgres, the one resource"),
             "{plan}"
         );
+    }
+
+    #[test]
+    fn cores_grow_in_proportion_to_the_rate() {
+        let c = costs(4233.0);
+        let line = |us: f64| {
+            (0..=10)
+                .map(|i| {
+                    let rate = 50_000.0 * f64::from(i) / 10.0;
+                    (rate, cores_for(rate, us))
+                })
+                .collect::<Vec<_>>()
+        };
+        // At 50,000 rec/s, 72 µs of Postgres per record with 30 % headroom: 5.14 cores.
+        let pg = line(c.postgres_us.unwrap());
+        assert!((pg[10].1 - 50_000.0 * 72e-6 / 0.7).abs() < 1e-9);
+        assert!((pg[5].1 * 2.0 - pg[10].1).abs() < 1e-9);
     }
 
     #[test]
