@@ -96,11 +96,6 @@ pub struct ShardProducer {
 /// The producer settings that fix the linger; when the user sets one, it is left alone.
 const LINGER_KEYS: [&str; 2] = ["linger.ms", "queue.buffering.max.ms"];
 
-/// How long a commit waits for librdkafka's count of a transaction's records to reach zero
-/// once the shard has every report (see [`ShardProducer::commit`]): microseconds when they are
-/// all delivered; a record still out is the commit's flush to wait for.
-const SETTLE: Duration = Duration::from_millis(20);
-
 /// How long a nudge holds librdkafka's "flushing" state at most: librdkafka's default linger,
 /// so a nudge never holds records longer than the linger would have.
 const NUDGE_MS: i32 = 5;
@@ -182,19 +177,8 @@ impl ShardProducer {
 
     /// Commits the open transaction: waits for every record of it, then for the coordinator.
     /// Blocks; run it on the blocking pool.
-    ///
-    /// The shard commits once every record's report reached it, but librdkafka counts a record
-    /// until its report's event is freed, just after the callback that handed it over; rdkafka's
-    /// commit flushes first, and a flush that still counts one polls its own queue (which the
-    /// producer's thread, not this call, serves) for 100 ms. So the count is first let fall to
-    /// zero, for at most [`SETTLE`]; past that the commit's own flush waits as before.
     pub fn commit(&self, timeout: Duration) -> std::result::Result<(), KafkaError> {
-        let settle = std::time::Instant::now();
-        while self.producer.in_flight_count() > 0 && settle.elapsed() < SETTLE.min(timeout) {
-            std::thread::sleep(Duration::from_micros(100));
-        }
-        self.producer
-            .commit_transaction(timeout.saturating_sub(settle.elapsed()))
+        self.producer.commit_transaction(timeout)
     }
 
     /// Aborts the open transaction: drops what is queued, waits for what is in flight, then
