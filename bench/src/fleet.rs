@@ -49,6 +49,7 @@ fn read_proc(pid: u32) -> Option<ProcStats> {
 /// process is gone; the last sample stays readable after a `kill -9`.
 #[derive(Debug)]
 pub struct ProcSampler {
+    pid: u32,
     stats: Arc<Mutex<ProcStats>>,
     sampling: Arc<AtomicBool>,
 }
@@ -76,7 +77,24 @@ impl ProcSampler {
                 std::thread::sleep(Duration::from_millis(200));
             }
         });
-        ProcSampler { stats, sampling }
+        ProcSampler {
+            pid,
+            stats,
+            sampling,
+        }
+    }
+
+    /// Samples now (before a signal ends the process: the thread's last sample can be 200 ms
+    /// old).
+    pub fn refresh(&self) {
+        if let Some(p) = read_proc(self.pid) {
+            let mut last = self.stats.lock();
+            let peak = last.peak_rss_bytes.max(p.peak_rss_bytes);
+            *last = ProcStats {
+                peak_rss_bytes: peak,
+                ..p
+            };
+        }
     }
 
     /// The last sample.

@@ -179,7 +179,10 @@ fn binds_first(c: &Costs, pg: Option<f64>, broker: Option<f64>) -> String {
 /// rate without one), beside this machine's cores: where each line crosses the machine's is
 /// where that process alone would fill it. `None` without a drain to plan from.
 pub fn cores_by_rate(runs: &[RunResult], target: Option<f64>) -> Option<Vec<Series>> {
-    let c = costs(runs)?;
+    Some(lines_of(&costs(runs)?, target))
+}
+
+fn lines_of(c: &Costs, target: Option<f64>) -> Vec<Series> {
     let top = target.unwrap_or(2.0 * c.rate).max(c.rate);
     let line = |name: &str, us: f64| Series {
         name: name.to_owned(),
@@ -197,7 +200,7 @@ pub fn cores_by_rate(runs: &[RunResult], target: Option<f64>) -> Option<Vec<Seri
         name: format!("this machine ({} cores)", c.cores),
         points: vec![(0.0, c.cores as f64), (top, c.cores as f64)],
     });
-    Some(series)
+    series
 }
 
 /// The plot of [`cores_by_rate`], with the measured rate marked.
@@ -262,19 +265,26 @@ mod tests {
 
     #[test]
     fn cores_grow_in_proportion_to_the_rate() {
-        let c = costs(4233.0);
-        let line = |us: f64| {
-            (0..=10)
-                .map(|i| {
-                    let rate = 50_000.0 * f64::from(i) / 10.0;
-                    (rate, cores_for(rate, us))
-                })
-                .collect::<Vec<_>>()
-        };
+        let series = lines_of(&costs(4233.0), Some(50_000.0));
+        let names: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "harvesters",
+                "Postgres (one primary)",
+                "brokers",
+                "this machine (2 cores)"
+            ]
+        );
         // At 50,000 rec/s, 72 µs of Postgres per record with 30 % headroom: 5.14 cores.
-        let pg = line(c.postgres_us.unwrap());
+        let pg = &series[1].points;
+        assert_eq!(pg.last().unwrap().0, 50_000.0);
         assert!((pg[10].1 - 50_000.0 * 72e-6 / 0.7).abs() < 1e-9);
         assert!((pg[5].1 * 2.0 - pg[10].1).abs() < 1e-9);
+        assert_eq!(series[3].points, [(0.0, 2.0), (50_000.0, 2.0)]);
+        // Without a target: up to twice the measured rate.
+        let own = lines_of(&costs(4233.0), None);
+        assert_eq!(own[0].points.last().unwrap().0, 8466.0);
     }
 
     #[test]

@@ -261,6 +261,35 @@ pub struct Provenance {
     pub broker_facts: BrokerFacts,
 }
 
+/// A command line for a report, with any URL's password masked (`--database
+/// postgres://u:secret@h/d` -> `postgres://u:***@h/d`).
+pub fn redacted_command(args: impl IntoIterator<Item = String>) -> String {
+    args.into_iter()
+        .map(|a| redact_url_password(&a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn redact_url_password(arg: &str) -> String {
+    let Some(scheme_end) = arg.find("://") else {
+        return arg.to_owned();
+    };
+    let rest = &arg[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return arg.to_owned();
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!(
+            "{}{}:***{}",
+            &arg[..scheme_end + 3],
+            &rest[..colon],
+            &rest[at..]
+        ),
+        None => arg.to_owned(),
+    }
+}
+
 impl Provenance {
     pub fn detect(run_id: &str, broker: &str, postgres: PgSettings) -> Self {
         let git = |args: &[&str]| {
@@ -297,7 +326,7 @@ impl Provenance {
         let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
         Provenance {
             run_id: run_id.to_owned(),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
+            command: redacted_command(std::env::args()),
             commit: format!("{}{dirty}", git(&["rev-parse", "--short", "HEAD"])),
             machine: format!("{cores} cores ({cpu}), {mem_gib:.0} GiB"),
             postgres,
@@ -698,6 +727,27 @@ fn join(values: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_line_keeps_no_url_password() {
+        let line = redacted_command(
+            [
+                "bench",
+                "run",
+                "--database",
+                "postgres://app:s3cr%40t@db:5432/orders",
+                "--brokers",
+                "h:9092",
+                "--database-url=mysql://root@h/test",
+            ]
+            .map(String::from),
+        );
+        assert!(!line.contains("s3cr"), "{line}");
+        assert!(
+            line.contains("postgres://app:***@db:5432/orders --brokers h:9092 --database-url=mysql://root@h/test"),
+            "{line}"
+        );
+    }
 
     fn run(name: &str, verdict: Verdict, note: &str) -> RunResult {
         RunResult {

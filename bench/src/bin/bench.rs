@@ -165,7 +165,7 @@ async fn versus(v: VersusArgs) -> Result<i32, bench::BenchError> {
         only: v.workloads,
         scale: v.scale,
         out: v.out,
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: bench::report::redacted_command(std::env::args()),
     };
     let (report, correct) = bench::versus::run(&options).await?;
     if let Ok(text) = std::fs::read_to_string(&report) {

@@ -187,6 +187,7 @@ pub async fn run(o: &VersusOptions) -> Result<(PathBuf, bool), BenchError> {
         kafka_pids: crate::run::listeners::broker_pids(kafka.bootstrap()),
         database_is_local: crate::run::cpu::is_local(&o.database_url),
         data_source: relay::data_source(&o.database_url)?,
+        password: relay::password_of(&o.database_url),
         binaries: &o.binaries,
         dir: &work,
     };

@@ -62,33 +62,49 @@ pub fn yaml(c: &RelayConfig<'_>) -> String {
 }
 
 /// The database URL in libpq's key=value form, as goharvest's `dataSource` takes it (TLS off:
-/// the bench's database is on this machine). The password, when the URL has one, goes into
-/// the file only, which the bench writes with mode 0600 and deletes after the case.
+/// the bench's database is on this machine), without the password: both relays read that from
+/// `PGPASSWORD` (lib/pq and sqlx alike), so it is in no file, log or report.
 pub fn data_source(url: &str) -> Result<String, BenchError> {
     let o: PgConnectOptions = url
         .parse()
         .map_err(BenchError::db("parse the database URL"))?;
-    let mut s = format!(
+    Ok(format!(
         "host={} port={} user={} dbname={} sslmode=disable",
         o.get_host(),
         o.get_port(),
         o.get_username(),
         o.get_database().unwrap_or("postgres"),
-    );
-    if let Some(password) = password_of(url) {
-        s.push_str(&format!(" password={password}"));
-    }
-    Ok(s)
+    ))
 }
 
-/// The password of a `postgres://user:password@host/...` URL, if it has one.
-fn password_of(url: &str) -> Option<&str> {
+/// The password of a `postgres://user:password@host/...` URL, percent-decoded, if it has one.
+pub fn password_of(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
-    let userinfo = rest.split_once('@')?.0;
-    userinfo
+    let userinfo = rest.rsplit_once('@')?.0;
+    let raw = userinfo
         .split_once(':')
         .map(|(_, p)| p)
-        .filter(|p| !p.is_empty())
+        .filter(|p| !p.is_empty())?;
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Writes `text` to `path`, readable by this user only.
@@ -121,6 +137,7 @@ impl RelayProc {
         binaries: &Binaries,
         config: &Path,
         log: &Path,
+        password: Option<&str>,
     ) -> Result<RelayProc, BenchError> {
         let mut cmd = match relay {
             Relay::Goharvest => {
@@ -143,6 +160,9 @@ impl RelayProc {
                 c
             }
         };
+        if let Some(p) = password {
+            cmd.env("PGPASSWORD", p);
+        }
         let file = std::fs::File::create(log)
             .map_err(BenchError::io(format!("create {}", log.display())))?;
         cmd.stderr(Stdio::from(file));
@@ -161,6 +181,7 @@ impl RelayProc {
 
     /// `kill -9`.
     pub fn kill(&mut self) -> Result<(), BenchError> {
+        self.sampler.refresh();
         self.proc.signal(Signal::Kill)?;
         self.exited = self.proc.wait_exit(Duration::from_secs(10)).is_some();
         Ok(())
@@ -171,6 +192,7 @@ impl RelayProc {
         if self.exited {
             return true;
         }
+        self.sampler.refresh();
         let _ = self.proc.signal(Signal::Term);
         let clean = self.proc.wait_exit(grace).is_some();
         if !clean {
@@ -194,11 +216,15 @@ mod tests {
             "host=127.0.0.1 port=54329 user=postgres dbname=postgres sslmode=disable"
         );
         let ds = data_source("postgres://app:s3cret@db:5433/orders").unwrap();
-        assert!(
-            ds.ends_with("dbname=orders sslmode=disable password=s3cret"),
-            "{ds}"
+        assert_eq!(
+            ds,
+            "host=db port=5433 user=app dbname=orders sslmode=disable"
         );
         assert_eq!(password_of("postgres://app:@db/x"), None);
+        assert_eq!(
+            password_of("postgres://app:p%40ss%20w@db/x").as_deref(),
+            Some("p@ss w")
+        );
     }
 
     #[test]

@@ -14,10 +14,13 @@ use std::time::Instant;
 use harvester::outbox::TableName;
 use sqlx::PgPool;
 
-use super::case::NO_PROGRESS;
 use super::relay::RelayProc;
 use super::Workload;
 use crate::BenchError;
+
+/// How long a relay may go without deleting a row before its case is given up: goharvest's
+/// and our default session (5 s heartbeat timeout) and a new leader's start, many times over.
+pub(super) const NO_PROGRESS: std::time::Duration = std::time::Duration::from_secs(90);
 
 /// Polls per second of the lowest id; one in [`COURSE_EVERY`] is kept for the plot.
 const POLL: std::time::Duration = std::time::Duration::from_millis(100);
@@ -130,10 +133,13 @@ pub async fn watch(
             p.course.push((t, (rows - done).max(0.0)));
         }
         if let Some(at) = workload.kill_at {
-            if p.killed.is_none() && done >= at * rows {
-                let leader = busiest(&cpu);
-                members[leader].kill()?;
+            // The kill waits (a poll at a time) until one member is clearly the harvester.
+            let leader = (p.killed.is_none() && done >= at * rows)
+                .then(|| busiest(&cpu))
+                .flatten();
+            if let Some(leader) = leader {
                 p.killed = Some(Instant::now());
+                tokio::task::block_in_place(|| members[leader].kill())?;
                 last_change = Instant::now();
                 // What the killed member committed before it died counts as before the kill:
                 // the stall ends at the first delete past what is there now.
@@ -154,14 +160,25 @@ pub async fn watch(
     unreachable!("the poll loop returns")
 }
 
-/// The member whose CPU grew the most between the oldest and newest sample of `window`.
-fn busiest(window: &VecDeque<Vec<f64>>) -> usize {
+/// CPU seconds the harvesting member must have spent over the window, and how many times the
+/// next member's, to be told apart from a follower (which only heartbeats).
+const LEADER_CPU_S: f64 = 0.05;
+const LEADER_MARGIN: f64 = 3.0;
+
+/// The member whose CPU grew the most between the oldest and newest sample of a full `window`,
+/// if it grew by [`LEADER_CPU_S`] and [`LEADER_MARGIN`] times any other member's; `None` while
+/// that is not clear.
+fn busiest(window: &VecDeque<Vec<f64>>) -> Option<usize> {
     let (Some(old), Some(new)) = (window.front(), window.back()) else {
-        return 0;
+        return None;
     };
-    (0..new.len())
-        .max_by(|&a, &b| (new[a] - old[a]).total_cmp(&(new[b] - old[b])))
-        .unwrap_or(0)
+    if window.len() < LEADER_WINDOW {
+        return None;
+    }
+    let mut grew: Vec<(usize, f64)> = (0..new.len()).map(|i| (i, new[i] - old[i])).collect();
+    grew.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let (first, next) = (grew.first()?, grew.get(1).map_or(0.0, |g| g.1));
+    (first.1 >= LEADER_CPU_S && first.1 >= LEADER_MARGIN * next).then_some(first.0)
 }
 
 #[cfg(test)]
@@ -171,9 +188,19 @@ mod tests {
 
     #[test]
     fn the_busiest_member_is_the_leader() {
-        let w: VecDeque<Vec<f64>> = [vec![1.0, 5.0, 2.0], vec![1.1, 5.6, 2.05]].into();
-        assert_eq!(busiest(&w), 1);
-        assert_eq!(busiest(&VecDeque::new()), 0);
+        let full = |first: Vec<f64>, last: Vec<f64>| -> VecDeque<Vec<f64>> {
+            let mut w: VecDeque<Vec<f64>> = (1..LEADER_WINDOW).map(|_| first.clone()).collect();
+            w.push_back(last);
+            w
+        };
+        let w = full(vec![1.0, 5.0, 2.0], vec![1.1, 5.6, 2.05]);
+        assert_eq!(busiest(&w), Some(1));
+        // Not yet a full second of samples, or no clear margin: no kill yet.
+        let short: VecDeque<Vec<f64>> = [vec![1.0, 5.0], vec![1.0, 5.6]].into();
+        assert_eq!(busiest(&short), None);
+        assert_eq!(busiest(&full(vec![1.0, 5.0], vec![1.3, 5.6])), None);
+        assert_eq!(busiest(&full(vec![1.0, 5.0], vec![1.01, 5.02])), None);
+        assert_eq!(busiest(&VecDeque::new()), None);
     }
 
     #[test]
