@@ -194,22 +194,10 @@ async fn goharvest_tables_are_split_by_their_text_keys() {
     let db = TestDb::new("buckets_goharvest").await.unwrap();
     let table = TableName::parse(&format!("{}.outbox", db.schema)).unwrap();
     // goharvest's own DDL: text key and value, text header arrays.
-    sqlx::query(&format!(
-        "CREATE TABLE {} (
-            id                  BIGSERIAL PRIMARY KEY,
-            create_time         TIMESTAMP WITH TIME ZONE NOT NULL,
-            kafka_topic         VARCHAR(249) NOT NULL,
-            kafka_key           VARCHAR(100) NOT NULL,
-            kafka_value         VARCHAR(10000),
-            kafka_header_keys   TEXT[] NOT NULL,
-            kafka_header_values TEXT[] NOT NULL,
-            leader_id           UUID
-        )",
-        table.quoted()
-    ))
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    sqlx::query(&harvester::store::postgres::goharvest_table(&table))
+        .execute(&db.pool)
+        .await
+        .unwrap();
     let outbox = OutboxConfig {
         table,
         shape: harvester::outbox::Shape::Goharvest,

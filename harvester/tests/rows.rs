@@ -296,22 +296,10 @@ async fn a_deposed_leader_hands_back_nothing_a_newer_leader_re_marked(backend: B
 
 /// goharvest's own DDL, in the world's schema.
 async fn create_goharvest_table(world: &World) {
-    sqlx::query(&format!(
-        "CREATE TABLE {} (
-            id                  BIGSERIAL PRIMARY KEY,
-            create_time         TIMESTAMP WITH TIME ZONE NOT NULL,
-            kafka_topic         VARCHAR(249) NOT NULL,
-            kafka_key           VARCHAR(100) NOT NULL,
-            kafka_value         VARCHAR(10000),
-            kafka_header_keys   TEXT[] NOT NULL,
-            kafka_header_values TEXT[] NOT NULL,
-            leader_id           UUID
-        )",
-        world.table().quoted()
-    ))
-    .execute(&world.pg().pool)
-    .await
-    .unwrap();
+    sqlx::query(&harvester::store::postgres::goharvest_table(&world.table()))
+        .execute(&world.pg().pool)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

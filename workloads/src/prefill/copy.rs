@@ -11,7 +11,7 @@ use crate::ledger::Ledger;
 use crate::{key_name, WorkloadError};
 
 /// Rows per COPY statement (one transaction each).
-const CHUNK: u64 = 100_000;
+pub(super) const CHUNK: u64 = 100_000;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -53,23 +53,38 @@ pub(super) async fn prefill(
             let (k, seq) = backlog.row(i);
             copy_line(&mut text, topic, &key_name(k), &value_hex, &run_hex, seq);
         }
-        let mut conn = pool
-            .acquire()
-            .await
-            .map_err(WorkloadError::db("connect for COPY"))?;
-        let mut copy = conn
-            .copy_in_raw(&statement)
-            .await
-            .map_err(WorkloadError::db("start COPY"))?;
-        copy.send(text.into_bytes())
-            .await
-            .map_err(WorkloadError::db("send COPY data"))?;
-        copy.finish()
-            .await
-            .map_err(WorkloadError::db("finish COPY"))?;
+        copy_in(pool, &statement, text).await?;
         backlog.committed(start..end, ledger);
         start = end;
     }
+    analyze(pool, table).await
+}
+
+/// Runs one `COPY ... FROM STDIN` of `text` (its own transaction).
+pub(super) async fn copy_in(
+    pool: &PgPool,
+    statement: &str,
+    text: String,
+) -> Result<(), WorkloadError> {
+    let mut conn = pool
+        .acquire()
+        .await
+        .map_err(WorkloadError::db("connect for COPY"))?;
+    let mut copy = conn
+        .copy_in_raw(statement)
+        .await
+        .map_err(WorkloadError::db("start COPY"))?;
+    copy.send(text.into_bytes())
+        .await
+        .map_err(WorkloadError::db("send COPY data"))?;
+    copy.finish()
+        .await
+        .map_err(WorkloadError::db("finish COPY"))?;
+    Ok(())
+}
+
+/// `ANALYZE` the outbox, so the harvester's first mark is planned on its statistics.
+pub(super) async fn analyze(pool: &PgPool, table: &TableName) -> Result<(), WorkloadError> {
     sqlx::query(&format!("ANALYZE {}", table.quoted()))
         .execute(pool)
         .await

@@ -1,34 +1,14 @@
-//! A backlog in goharvest's own table (its README's DDL: text key and value, text header
-//! arrays, `create_time`, `leader_id`), so goharvest's reaper and ours harvest the very same
+//! A backlog in goharvest's own table (text key and value, text header arrays,
+//! `create_time`, `leader_id`), so goharvest's reaper and ours harvest the very same
 //! rows in a side-by-side run. Row i is as in the native backlog: key `k(i mod keys)`, sequence
 //! `i div keys`, the run and sequence in the `x-run`/`x-seq` headers, then `ANALYZE`.
 
 use harvester::outbox::TableName;
 use sqlx::PgPool;
 
+use super::copy::CHUNK;
 use super::Backlog;
 use crate::{key_name, WorkloadError};
-
-/// Rows per COPY statement (one transaction each).
-const CHUNK: u64 = 100_000;
-
-/// goharvest's DDL for `table`, as its README gives it (the key and value widths are the
-/// README's examples).
-pub fn goharvest_ddl(table: &TableName) -> String {
-    format!(
-        "CREATE TABLE {} (
-            id                  BIGSERIAL PRIMARY KEY,
-            create_time         TIMESTAMP WITH TIME ZONE NOT NULL,
-            kafka_topic         VARCHAR(249) NOT NULL,
-            kafka_key           VARCHAR(100) NOT NULL,
-            kafka_value         VARCHAR(10000),
-            kafka_header_keys   TEXT[] NOT NULL,
-            kafka_header_values TEXT[] NOT NULL,
-            leader_id           UUID
-        )",
-        table.quoted()
-    )
-}
 
 /// One row in COPY text format. Keys, topics, run ids and values of the bench are plain ASCII
 /// without tabs, backslashes, quotes or commas, so nothing needs escaping.
@@ -58,7 +38,7 @@ pub async fn prefill_goharvest(
             backlog.keys
         )));
     }
-    sqlx::query(&goharvest_ddl(table))
+    sqlx::query(&harvester::store::postgres::goharvest_table(table))
         .execute(pool)
         .await
         .map_err(WorkloadError::db("create goharvest's outbox table"))?;
@@ -75,27 +55,10 @@ pub async fn prefill_goharvest(
             let (k, seq) = backlog.row(i);
             copy_line(&mut text, topic, &key_name(k), &value, run, seq);
         }
-        let mut conn = pool
-            .acquire()
-            .await
-            .map_err(WorkloadError::db("connect for COPY"))?;
-        let mut copy = conn
-            .copy_in_raw(&statement)
-            .await
-            .map_err(WorkloadError::db("start COPY"))?;
-        copy.send(text.into_bytes())
-            .await
-            .map_err(WorkloadError::db("send COPY data"))?;
-        copy.finish()
-            .await
-            .map_err(WorkloadError::db("finish COPY"))?;
+        super::copy::copy_in(pool, &statement, text).await?;
         start = end;
     }
-    sqlx::query(&format!("ANALYZE {}", table.quoted()))
-        .execute(pool)
-        .await
-        .map_err(WorkloadError::db("analyze the outbox"))?;
-    Ok(())
+    super::copy::analyze(pool, table).await
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use crate::db::Db;
 use crate::ledger::{Committed, Ledger};
 use crate::WorkloadError;
 
-pub use goharvest::{goharvest_ddl, prefill_goharvest};
+pub use goharvest::prefill_goharvest;
 pub use insert::header_columns;
 
 /// How big a backlog.

@@ -34,6 +34,15 @@ const SNAPSHOT: &[(i32, &str, &str)] = &[(
 /// A goharvest table is left as it is: only the quarantine and the bucket layout are ours.
 const GOHARVEST: &[(i32, &str, &str)] = &[QUARANTINE, LAYOUT];
 
+/// goharvest's own `CREATE TABLE` for `table` (`sql/goharvest_table.sql`): [`migrate`] leaves
+/// a goharvest table as it is, so one harvested in that shape is created with this.
+pub fn goharvest_table(table: &TableName) -> String {
+    render(
+        include_str!("sql/goharvest_table.sql"),
+        &[("{{outbox}}", table.quoted())],
+    )
+}
+
 /// Creates or upgrades the outbox (native shape) or only the quarantine (goharvest shape, whose
 /// table is left as it is). Idempotent.
 pub async fn migrate(

@@ -28,7 +28,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Executor, PgPool, Row};
 use uuid::Uuid;
 
-pub use migrate::migrate;
+pub use migrate::{goharvest_table, migrate};
 pub use stasher::Stasher;
 pub use statements::Statements;
 
