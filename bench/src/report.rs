@@ -291,6 +291,14 @@ fn redact_url_password(arg: &str) -> String {
 }
 
 impl Provenance {
+    /// A report's title and its first lines: the command, the commit and the machine.
+    pub fn head(&self, title: &str) -> String {
+        format!(
+            "# {title}\n\n- command: `{}`\n- commit: {}\n- machine: {}\n",
+            self.command, self.commit, self.machine
+        )
+    }
+
     pub fn detect(run_id: &str, broker: &str, postgres: PgSettings) -> Self {
         let git = |args: &[&str]| {
             std::process::Command::new("git")
@@ -435,11 +443,7 @@ pub fn markdown(
     runs: &[RunResult],
     plots: &[PathBuf],
 ) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "# Benchmark run {}\n", p.run_id);
-    let _ = writeln!(s, "- command: `{}`", p.command);
-    let _ = writeln!(s, "- commit: {}", p.commit);
-    let _ = writeln!(s, "- machine: {}", p.machine);
+    let mut s = p.head(&format!("Benchmark run {}", p.run_id));
     let pg = &p.postgres;
     if let Some(m) = &p.mariadb {
         let _ = writeln!(s, "- {}", m.line());

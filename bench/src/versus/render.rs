@@ -125,11 +125,7 @@ pub fn markdown(
     logs: &Path,
     ours_settings: &[(String, String)],
 ) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "# goharvest side by side {}\n", p.run_id);
-    let _ = writeln!(s, "- command: `{}`", p.command);
-    let _ = writeln!(s, "- commit: {}", p.commit);
-    let _ = writeln!(s, "- machine: {}", p.machine);
+    let mut s = p.head(&format!("goharvest side by side {}", p.run_id));
     let pg = &p.postgres;
     let _ = writeln!(
         s,
