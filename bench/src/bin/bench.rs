@@ -167,7 +167,14 @@ async fn versus(v: VersusArgs) -> Result<i32, bench::BenchError> {
         out: v.out,
         command: bench::report::redacted_command(std::env::args()),
     };
-    let (report, correct) = bench::versus::run(&options).await?;
+    // Ctrl-C drops the run: its relay processes are killed and its private Kafka stopped (their
+    // guards' Drop); the case's schema, named for the run, stays.
+    let (report, correct) = tokio::select! {
+        done = bench::versus::run(&options) => done?,
+        _ = tokio::signal::ctrl_c() => {
+            return Err(bench::BenchError::Run("interrupted: the relays were killed and the private Kafka stopped".into()));
+        }
+    };
     if let Ok(text) = std::fs::read_to_string(&report) {
         println!("{text}");
     }
