@@ -61,18 +61,8 @@ impl ProcSampler {
         let (s, on) = (Arc::clone(&stats), Arc::clone(&sampling));
         std::thread::spawn(move || {
             while on.load(Ordering::Relaxed) {
-                // A process that exited and is not yet reaped still has its times but no
-                // VmHWM: the peak is the highest seen.
-                match read_proc(pid) {
-                    Some(p) => {
-                        let mut last = s.lock();
-                        let peak = last.peak_rss_bytes.max(p.peak_rss_bytes);
-                        *last = ProcStats {
-                            peak_rss_bytes: peak,
-                            ..p
-                        };
-                    }
-                    None => return,
+                if !sample_into(pid, &s) {
+                    return;
                 }
                 std::thread::sleep(Duration::from_millis(200));
             }
@@ -87,20 +77,28 @@ impl ProcSampler {
     /// Samples now (before a signal ends the process: the thread's last sample can be 200 ms
     /// old).
     pub fn refresh(&self) {
-        if let Some(p) = read_proc(self.pid) {
-            let mut last = self.stats.lock();
-            let peak = last.peak_rss_bytes.max(p.peak_rss_bytes);
-            *last = ProcStats {
-                peak_rss_bytes: peak,
-                ..p
-            };
-        }
+        sample_into(self.pid, &self.stats);
     }
 
     /// The last sample.
     pub fn stats(&self) -> ProcStats {
         *self.stats.lock()
     }
+}
+
+/// Reads `pid`'s figures into `stats`; false once the process is gone. A process that exited
+/// and is not yet reaped still has its times but no VmHWM: the peak is the highest seen.
+fn sample_into(pid: u32, stats: &Mutex<ProcStats>) -> bool {
+    let Some(p) = read_proc(pid) else {
+        return false;
+    };
+    let mut last = stats.lock();
+    let peak = last.peak_rss_bytes.max(p.peak_rss_bytes);
+    *last = ProcStats {
+        peak_rss_bytes: peak,
+        ..p
+    };
+    true
 }
 
 impl Drop for ProcSampler {

@@ -205,8 +205,8 @@ fn lines_of(c: &Costs, target: Option<f64>) -> Vec<Series> {
 
 /// The plot of [`cores_by_rate`], with the measured rate marked.
 pub fn plot(runs: &[RunResult], target: Option<f64>) -> Option<String> {
-    let series = cores_by_rate(runs, target)?;
     let c = costs(runs)?;
+    let series = lines_of(&c, target);
     let mut markers = vec![(format!("measured {:.0} rec/s", c.rate), c.rate)];
     markers.extend(target.map(|t| (format!("target {t:.0}"), t)));
     Some(line_chart(

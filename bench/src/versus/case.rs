@@ -148,7 +148,8 @@ async fn run_in(
         data_source: &ground.data_source,
         outbox_table: &format!("{schema}.outbox"),
     });
-    relay::write_private(&config, &yaml)?;
+    std::fs::write(&config, &yaml)
+        .map_err(BenchError::io(format!("write {}", config.display())))?;
     let outcome = drain(ground, workload, relay, &table, schema, &config).await;
     let _ = std::fs::remove_file(&config);
     let mut outcome = outcome?;

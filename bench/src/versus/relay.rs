@@ -107,21 +107,6 @@ pub fn password_of(url: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// Writes `text` to `path`, readable by this user only.
-pub fn write_private(path: &Path, text: &str) -> Result<(), BenchError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(BenchError::io(format!("create {}", path.display())))?;
-    f.write_all(text.as_bytes())
-        .map_err(BenchError::io(format!("write {}", path.display())))
-}
-
 /// One relay process, its output in a log file, its CPU and peak RSS sampled.
 #[derive(Debug)]
 pub struct RelayProc {
@@ -243,7 +228,7 @@ mod tests {
         );
         // Ours reads the very file goharvest gets.
         let path = std::env::temp_dir().join(format!("{}.yaml", testkit::names::unique("vs")));
-        write_private(&path, &y).unwrap();
+        std::fs::write(&path, &y).unwrap();
         let loaded = harvester::config::Config::from_file(&path);
         std::fs::remove_file(&path).unwrap();
         let config = loaded.expect("our reaper reads goharvest's YAML");
