@@ -54,6 +54,9 @@ pub struct Correctness {
     pub duplicates: u64,
     pub reordered: u64,
     pub rewinds: u64,
+    /// How far back the deepest rewind went, in seqs of its key.
+    #[serde(default)]
+    pub deepest_rewind: u64,
     pub unexpected: u64,
 }
 
@@ -110,6 +113,7 @@ pub fn analyse(
         duplicates: report.duplicates,
         reordered: report.reordered,
         rewinds: report.rewinds,
+        deepest_rewind: report.deepest_rewind,
         unexpected: report.unexpected,
     };
     let problems = if correctness.is_correct() {

@@ -117,10 +117,13 @@ pub struct RunResult {
     /// The verdict in a sentence, with its cause and, for an inconclusive run, the fix.
     #[serde(default)]
     pub verdict_note: String,
-    /// Rewinds the run may show and still pass (`run::rewinds`): 0, except for a stalled
-    /// leader's late records (failover-zombie), at most what it had in flight.
+    /// Rewinds of any depth the run may show and still pass (`run::rewinds`): 0, except for a
+    /// stalled leader's late records (failover-zombie), at most what it had in flight.
     #[serde(default)]
     pub rewinds_allowed: u64,
+    /// The harvesters' key window: any rewind less deep than this is within the guarantee.
+    #[serde(default = "one")]
+    pub key_window: u64,
     pub problems: String,
     /// Rows still in the outbox when the run ended (a stuck key shows here).
     pub left_in_outbox: i64,
@@ -201,6 +204,11 @@ pub struct RunResult {
     /// The listener every Kafka client of the run used (the harvesters, the verifier).
     #[serde(default)]
     pub listener: crate::scenario::Listener,
+}
+
+/// The key window of a report written before it was recorded: one record per key.
+fn one() -> u64 {
+    1
 }
 
 impl RunResult {
@@ -572,8 +580,12 @@ pub fn markdown(
             r.broker_evicted,
             if r.correctness.rewinds > 0 || r.rewinds_allowed > 0 {
                 format!(
-                    "{} ({} rewound, ≤ {} allowed)",
-                    r.correctness.reordered, r.correctness.rewinds, r.rewinds_allowed
+                    "{} ({} rewound, deepest {}; allowed: < {} deep, or ≤ {} of any depth)",
+                    r.correctness.reordered,
+                    r.correctness.rewinds,
+                    r.correctness.deepest_rewind,
+                    r.key_window,
+                    r.rewinds_allowed
                 )
             } else {
                 r.correctness.reordered.to_string()

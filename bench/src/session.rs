@@ -69,6 +69,15 @@ pub fn session_of(settings: &[(String, String)]) -> Result<Duration, BenchError>
         .map_err(|e| BenchError::Run(format!("settings do not resolve: {e}")))
 }
 
+/// The key window (`limits.max_in_flight_per_key`) a list of settings gives the harvester.
+pub fn key_window_of(settings: &[(String, String)]) -> Result<u64, BenchError> {
+    let pairs = settings.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    harvester::Config::default()
+        .with_overrides(pairs)
+        .map(|c| c.limits.key_window() as u64)
+        .map_err(|e| BenchError::Run(format!("settings do not resolve: {e}")))
+}
+
 /// What to do about `sessions` (each scenario's name and session) on a cluster whose minimum is
 /// `min`: `None` when all fit; else the heartbeat to set for every scenario (the smallest
 /// multiple of 100 ms whose 3 x session fits). `explicit`: the session of a heartbeat the user

@@ -26,7 +26,7 @@ const WINDOW: usize = 16;
 
 fn pipelined(world: &World) -> Config {
     let mut config = world.config();
-    config.limits.max_in_flight_per_key = WINDOW;
+    config.limits.max_in_flight_per_key = WINDOW.into();
     // goharvest's fixed limits, as before "auto" (one producer on two cores, marks of up to
     // 1000): an injected produce error goes to whichever Produce request reaches the broker
     // next, NELI's heartbeats included, and with fewer, larger produce requests the heartbeats

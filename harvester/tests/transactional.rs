@@ -38,7 +38,7 @@ fn transactional(world: &World, name: &str) -> Config {
         "max_records": 200,
     }))
     .unwrap();
-    config.limits.max_in_flight_per_key = WINDOW;
+    config.limits.max_in_flight_per_key = WINDOW.into();
     config.validate().unwrap();
     assert!(matches!(config.publish, PublishConfig::Transactional(_)));
     config

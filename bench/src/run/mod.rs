@@ -799,9 +799,13 @@ async fn run_on(
     } else {
         0
     };
-    let rewinds_allowed = rewinds::allowed(scenario.kind, zombie_in_flight);
+    let allowed = rewinds::Allowed::of(
+        scenario.kind,
+        crate::session::key_window_of(&settings)?,
+        zombie_in_flight,
+    );
     let clean = c.reordered == 0
-        && c.rewinds <= rewinds_allowed
+        && allowed.admits(&c)
         && c.unexpected == 0
         && c.delivered + c.lost == c.expected;
     let evicted = collected.evicted();
@@ -850,7 +854,8 @@ async fn run_on(
         passed: verdict == Verdict::Passed,
         verdict,
         verdict_note,
-        rewinds_allowed,
+        rewinds_allowed: allowed.any_depth,
+        key_window: allowed.key_window,
         problems: a.problems,
         left_in_outbox,
         quarantined,

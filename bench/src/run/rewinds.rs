@@ -1,34 +1,82 @@
-//! How many rewinds a run may show: the README's guarantees, as a number the verdict holds a
-//! run to. A rewind is a step back in a key's deliveries (`testkit::verify`).
+//! How many rewinds a run may show: the README's guarantees, as numbers the verdict holds a run
+//! to. A rewind is a step back in a key's deliveries (`testkit::verify`); its depth is how far
+//! back the key went.
 //!
-//! None, anywhere, except where a stalled leader resumes (failover-zombie): librdkafka may
-//! still write a produce request it built before the stall, after the successor took over.
-//! Each step back replays a record the zombie had in flight when it was stopped, so the run may
-//! show at most that many. Transactional producers on a real cluster show none (the
-//! successor's `init_transactions` fences the zombie's epoch and aborts its open transaction;
-//! 0 in 20 of 20 runs, RESULTS.md, issue 34), but the embedded broker cannot fence: the bench
-//! bounds transactional runs as idempotent ones, and `scripts/zombie-loop.sh` holds them to none.
+//! - **Any run, within the key window.** With `limits.max_in_flight_per_key` = W (64 by
+//!   default), a pipeline that restarts (a produce failure, a crash, a failover, a leader that
+//!   fenced itself on a loaded machine) sends a key's unpurged suffix again: at most W records,
+//!   so every rewind is less than W deep. With W = 1 a run shows none.
+//! - **A stalled leader that resumes** (failover-zombie) in idempotent mode or on the embedded
+//!   broker: librdkafka may still write a produce request it built before the stall, after the
+//!   successor took over, however far the successor got. Each step back replays a record the
+//!   zombie had in flight when it was stopped, so the run may show at most that many, of any
+//!   depth. Transactional producers on a real cluster show none (the successor's
+//!   `init_transactions` fences the zombie's epoch and aborts its open transaction; 0 in 20 of
+//!   20 runs, RESULTS.md, issue 34), but the embedded broker cannot fence: the bench bounds
+//!   transactional runs as idempotent ones, and `scripts/zombie-loop.sh` holds them to none.
 
+use crate::analysis::Correctness;
 use crate::scenario::Kind;
 
-/// The rewinds a run of `kind` may show, given the most records the stalled leader had in
-/// flight before it was stopped (its meter events), if it reported any.
-pub fn allowed(kind: Kind, zombie_in_flight: Option<u64>) -> u64 {
-    if kind != Kind::FailoverZombie {
-        return 0;
+/// The rewinds a run may show and still pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allowed {
+    /// Rewinds of any depth (a resumed zombie's late records): at most this many.
+    pub any_depth: u64,
+    /// The key window: rewinds less deep than this, any number of them.
+    pub key_window: u64,
+}
+
+impl Allowed {
+    /// What a run of `kind` with a key window of `key_window` may show, given the most
+    /// records the stalled leader had in flight before it was stopped (its meter events), if
+    /// it reported any.
+    pub fn of(kind: Kind, key_window: u64, zombie_in_flight: Option<u64>) -> Self {
+        let any_depth = if kind == Kind::FailoverZombie {
+            zombie_in_flight.unwrap_or(0)
+        } else {
+            0
+        };
+        Allowed {
+            any_depth,
+            key_window,
+        }
     }
-    zombie_in_flight.unwrap_or(0)
+
+    /// Whether the verifier's counts stay within these bounds.
+    pub fn admits(&self, c: &Correctness) -> bool {
+        c.rewinds == 0 || c.rewinds <= self.any_depth || c.deepest_rewind < self.key_window
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn rewinds(n: u64, deepest: u64) -> Correctness {
+        Correctness {
+            rewinds: n,
+            deepest_rewind: deepest,
+            ..Correctness::default()
+        }
+    }
+
     #[test]
-    fn only_a_zombie_may_rewind_and_only_what_it_had_in_flight() {
-        assert_eq!(allowed(Kind::FailoverZombie, Some(37)), 37);
-        assert_eq!(allowed(Kind::FailoverZombie, None), 0);
-        assert_eq!(allowed(Kind::FailoverKill, Some(37)), 0);
-        assert_eq!(allowed(Kind::Drain, Some(37)), 0);
+    fn any_run_may_replay_less_than_its_key_window() {
+        let a = Allowed::of(Kind::FailoverKill, 64, Some(37));
+        assert_eq!(a.any_depth, 0);
+        assert!(a.admits(&rewinds(500, 63)));
+        assert!(!a.admits(&rewinds(1, 64)));
+        let one = Allowed::of(Kind::Drain, 1, None);
+        assert!(one.admits(&rewinds(0, 0)));
+        assert!(!one.admits(&rewinds(1, 0)));
+    }
+
+    #[test]
+    fn only_a_zombie_may_rewind_deeper_and_only_what_it_had_in_flight() {
+        let z = Allowed::of(Kind::FailoverZombie, 1, Some(37));
+        assert!(z.admits(&rewinds(37, 5000)));
+        assert!(!z.admits(&rewinds(38, 5000)));
+        assert!(!Allowed::of(Kind::FailoverZombie, 1, None).admits(&rewinds(1, 5000)));
     }
 }

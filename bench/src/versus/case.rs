@@ -53,6 +53,10 @@ pub struct Outcome {
     pub duplicates: u64,
     pub reordered: u64,
     pub rewinds: u64,
+    /// How far back the deepest rewind went, in seqs of its key.
+    pub deepest_rewind: u64,
+    /// The relay's key window: a crash may replay less than this of a key (`Relay::key_window`).
+    pub key_window: u64,
     /// Records of this run on the topic that no row was (a relay inventing or mangling one).
     pub unexpected: u64,
     /// Rows left in the outbox when the case ended.
@@ -69,13 +73,14 @@ impl Outcome {
         (self.delivered > 0).then(|| seconds * 1e6 / self.delivered as f64)
     }
 
-    /// Correct: finished, the table emptied, nothing lost, reordered or rewound.
+    /// Correct: finished, the table emptied, nothing lost or reordered, and no rewind deeper
+    /// than the relay's key window allows (none with one record per key).
     pub fn is_correct(&self) -> bool {
         self.error.is_none()
             && self.drained
             && self.lost == 0
             && self.reordered == 0
-            && self.rewinds == 0
+            && (self.rewinds == 0 || self.deepest_rewind < self.key_window)
             && self.unexpected == 0
     }
 }
@@ -153,6 +158,7 @@ async fn run_in(
     let outcome = drain(ground, workload, relay, &table, schema, &config).await;
     let _ = std::fs::remove_file(&config);
     let mut outcome = outcome?;
+    outcome.key_window = relay.key_window(ground.binaries)?;
     verify(ground, topic, &run_id, backlog, &mut outcome).await?;
     Ok(outcome)
 }
@@ -262,6 +268,7 @@ async fn verify(
     outcome.duplicates = report.duplicates;
     outcome.reordered = report.reordered;
     outcome.rewinds = report.rewinds;
+    outcome.deepest_rewind = report.deepest_rewind;
     outcome.unexpected = report.unexpected;
     Ok(())
 }

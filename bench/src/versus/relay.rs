@@ -28,6 +28,15 @@ impl Relay {
             Relay::Ours => "ours",
         }
     }
+
+    /// Records of one key the relay has in flight at most: goharvest's one (its per-key
+    /// barrier), ours as its settings resolve (`limits.max_in_flight_per_key`).
+    pub fn key_window(self, binaries: &Binaries) -> Result<u64, BenchError> {
+        match self {
+            Relay::Goharvest => Ok(1),
+            Relay::Ours => crate::session::key_window_of(&binaries.ours_settings),
+        }
+    }
 }
 
 /// Where each relay's binary is.

@@ -79,7 +79,11 @@ fn row(m: &Measured, ratio: Option<f64>) -> String {
         o.lost,
         o.duplicates,
         o.reordered,
-        o.rewinds,
+        if o.rewinds > 0 {
+            format!("{} (deepest {}, key window {})", o.rewinds, o.deepest_rewind, o.key_window)
+        } else {
+            "0".to_owned()
+        },
         verdict
     )
 }

@@ -107,20 +107,25 @@ pub struct Limits {
     /// fixes it.
     pub max_in_flight_records: Adaptive,
     /// Records of one key in flight at once: sent, or acknowledged and not yet purged.
-    /// Default 1: a key's next record leaves only once the previous one is acknowledged and
-    /// purged, so a consumer never sees an older record of a key after a newer one, not even
-    /// after a produce failure or a crash; a key then delivers one record per round trip
-    /// (~160 records/s here). Above 1, a hot key goes up to that many times faster; first
-    /// deliveries stay in order per key, but after a produce failure or a crash a consumer can
-    /// see up to this many records of a key again, after newer ones (the unpurged suffix is
-    /// sent once more). Needs `producer_kafka."enable.gapless.guarantee" = "true"`: librdkafka
-    /// then fails the producer instead of letting a later record of a partition land after a
-    /// failed one, and the pipeline replaces it and sends the key's rows again in order (a
+    /// Default `"auto"`: 64 (or `limits.max_in_flight_records` when that is fixed lower): a hot
+    /// key delivers up to 64 records per round trip instead of one (a key with fewer rows
+    /// waiting has only those out). A number fixes it. First deliveries are in order per key, and
+    /// nothing is lost; after a produce failure or a crash a consumer can see up to this many
+    /// records of a key again, after newer ones (the key's unpurged suffix is sent once more:
+    /// a *rewind*). More than one needs librdkafka's `enable.gapless.guarantee`, which the
+    /// harvester then sets on its producers unless `producer_kafka` (or `kafka`) sets it:
+    /// librdkafka fails the producer instead of letting a later record of a partition land after
+    /// a failed one, and the pipeline replaces it and sends the key's rows again in order (a
     /// message timeout, which that guarantee does not cover, stops the pipeline the same way).
-    /// A key's rows bound for another topic or an explicit partition go one window at a time.
-    /// With `publish.mode = "transactional"` no gapless guarantee is needed: a failed record
-    /// aborts its whole transaction, and read_committed consumers never see the aborted copies.
-    pub max_in_flight_per_key: usize,
+    /// Setting it to `"false"` with a window above 1 is refused. 1 is goharvest's behaviour: a
+    /// key's next record leaves only once the previous one is acknowledged and purged, so a
+    /// consumer never sees an older record of a key after a newer one, not even after a crash,
+    /// at the cost of one round trip and one purge per record of a key (~770 records/s for one
+    /// key on Kafka here). A key's rows bound for another topic or an explicit partition go one
+    /// window at a time. With `publish.mode = "transactional"` no gapless guarantee is needed
+    /// (nor set): a failed record aborts its whole transaction, and read_committed consumers
+    /// never see the aborted copies.
+    pub max_in_flight_per_key: Adaptive,
     /// Producer shards, each with its own idempotent producer; keys are routed by FNV-1a.
     /// Default `"auto"`: one per two cores, 1 to 8 (goharvest's default is 8); in
     /// transactional mode 8, because every harvester of an outbox must use the same
@@ -171,7 +176,7 @@ impl Default for Limits {
             mark_backoff: Duration::from_millis(10),
             idle_poll_interval: Duration::from_secs(1),
             max_in_flight_records: Adaptive::Auto,
-            max_in_flight_per_key: 1,
+            max_in_flight_per_key: Adaptive::Auto,
             send_concurrency: Adaptive::Auto,
             send_buffer: 10,
             mark_query_records: Adaptive::Auto,
@@ -190,6 +195,13 @@ impl Limits {
     /// before any pipeline runs); [`DEFAULT_DRAIN_TIMEOUT`] for limits never resolved.
     pub fn drain_bound(&self) -> Duration {
         self.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT)
+    }
+
+    /// Records of one key in flight at once: the fixed value, or [`DEFAULT_KEY_WINDOW`] within
+    /// the least the in-flight window can be.
+    pub fn key_window(&self) -> usize {
+        self.max_in_flight_per_key
+            .or(DEFAULT_KEY_WINDOW.min(self.window_floor()))
     }
 
     /// The least the in-flight window can be: the fixed value, or the floor of `"auto"`.
@@ -249,19 +261,21 @@ fn producer_timeout_problems(config: &Config) -> Vec<ConfigProblem> {
 /// What `limits.max_in_flight_per_key` above 1 needs: more than one record of a key in flight
 /// keeps their order only while no record lands after a failed predecessor, which librdkafka's
 /// idempotent producer promises only with `enable.gapless.guarantee` (without it, it renumbers
-/// and sends the successors, and the failed record's retry then lands after them).
+/// and sends the successors, and the failed record's retry then lands after them). The
+/// harvester sets it ([`Config::sets_gapless`]); only a Kafka map that turns it off is refused.
 fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
     let l = &config.limits;
     let mut p = Vec::new();
-    if l.max_in_flight_per_key <= 1 {
+    let window = l.key_window();
+    if window <= 1 {
         return p;
     }
-    if l.max_in_flight_per_key > l.window_floor() {
+    if window > l.window_floor() {
         p.push(ConfigProblem::new(
             "limits.max_in_flight_per_key",
             format!(
-                "({}) exceeds limits.max_in_flight_records ({}, the least the window can be); a key cannot have more in flight than the pipeline holds",
-                l.max_in_flight_per_key, l.window_floor()
+                "({window}) exceeds limits.max_in_flight_records ({}, the least the window can be); a key cannot have more in flight than the pipeline holds",
+                l.window_floor()
             ),
         ));
     }
@@ -269,17 +283,11 @@ fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
         // A transaction with a failed record is aborted as a whole: no gap to jump over.
         return p;
     }
-    let gapless = config
-        .producer_kafka
-        .get(GAPLESS)
-        .or_else(|| config.kafka.get(GAPLESS))
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-    if !gapless {
+    if config.gapless() == Some(false) {
         p.push(ConfigProblem::new(
             "limits.max_in_flight_per_key",
             format!(
-                "({}) needs producer_kafka.\"{GAPLESS}\" = \"true\" (or publish.mode = \"transactional\"): with more than one record of a key in flight, a failed record's successors could otherwise be delivered before its retry, reordering the key; set it (the pipeline then replaces a producer that cannot keep the order and re-sends in order), or keep 1",
-                l.max_in_flight_per_key
+                "({window}) needs librdkafka's \"{GAPLESS}\", which a Kafka map sets to false: with more than one record of a key in flight, a failed record's successors could otherwise be delivered before its retry, reordering the key; remove that setting (the harvester sets it, and replaces a producer that cannot keep the order, re-sending in order), set limits.max_in_flight_per_key = 1, or use publish.mode = \"transactional\""
             ),
         ));
     }
@@ -288,6 +296,11 @@ fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
 
 /// librdkafka's setting that fails the producer rather than leave a gap in a partition.
 const GAPLESS: &str = "enable.gapless.guarantee";
+
+/// `limits.max_in_flight_per_key`'s default: on Kafka here one hot key delivered ~12,000
+/// records/s with it (RESULTS.md, issue 35) against ~770 with 1, and a crash replays at most
+/// this many records of a key.
+pub const DEFAULT_KEY_WINDOW: usize = 64;
 
 /// Producer settings the harvester must control. In transactional mode each shard's
 /// `transactional.id` is set too (shown here with the shard index as `<i>`, or for members
@@ -351,7 +364,10 @@ impl Config {
                 "limits.max_in_flight_records",
                 l.max_in_flight_records.or(1),
             ),
-            ("limits.max_in_flight_per_key", l.max_in_flight_per_key),
+            (
+                "limits.max_in_flight_per_key",
+                l.max_in_flight_per_key.or(1),
+            ),
             ("limits.send_concurrency", l.send_concurrency.or(1)),
             ("limits.send_buffer", l.send_buffer),
             ("limits.mark_query_records", l.mark_query_records.or(1)),
@@ -441,6 +457,9 @@ impl Config {
                 let ms = self.leader.delivery_timeout().as_millis().to_string();
                 c.set("delivery.timeout.ms", ms);
             }
+            if self.sets_gapless() {
+                c.set(GAPLESS, "true");
+            }
             if self.publish.transactional().is_some()
                 && self.producer_kafka.get(TXN_TIMEOUT).is_none()
                 && self.kafka.get(TXN_TIMEOUT).is_none()
@@ -453,6 +472,23 @@ impl Config {
             }
         }
         Ok(config.expect("no problems means a config"))
+    }
+
+    /// `enable.gapless.guarantee` as a Kafka map sets it (`producer_kafka` first), if one does.
+    fn gapless(&self) -> Option<bool> {
+        let v = self
+            .producer_kafka
+            .get(GAPLESS)
+            .or_else(|| self.kafka.get(GAPLESS))?;
+        Some(v.trim().eq_ignore_ascii_case("true"))
+    }
+
+    /// Whether the outbox producers get `enable.gapless.guarantee = true` from the harvester: a
+    /// key window above 1 in idempotent mode, when no Kafka map sets it.
+    pub(crate) fn sets_gapless(&self) -> bool {
+        self.limits.key_window() > 1
+            && self.publish.transactional().is_none()
+            && self.gapless().is_none()
     }
 
     /// The config with secrets replaced (database password, Kafka passwords and keys), for

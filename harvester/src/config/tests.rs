@@ -150,30 +150,60 @@ fn a_mark_batch_wait_longer_than_the_idle_poll_is_refused() {
 }
 
 #[test]
-fn more_than_one_record_of_a_key_in_flight_needs_the_gapless_guarantee() {
+fn the_default_key_window_comes_with_the_gapless_guarantee() {
+    let gapless = |c: &Config| {
+        c.producer_client_config()
+            .unwrap()
+            .get("enable.gapless.guarantee")
+            .map(str::to_owned)
+    };
     let mut c = Config::default();
-    assert_eq!(c.limits.max_in_flight_per_key, 1);
-    c.limits.max_in_flight_per_key = 8;
+    assert_eq!(c.limits.max_in_flight_per_key, Adaptive::Auto);
+    assert_eq!(c.limits.key_window(), 64);
+    c.validate().unwrap();
+    assert_eq!(gapless(&c).as_deref(), Some("true"));
+    // A lower fixed pipeline window bounds the default, and is no problem.
+    c.limits.max_in_flight_records = 50.into();
+    assert_eq!(c.limits.key_window(), 50);
+    c.validate().unwrap();
+    // One record per key needs no guarantee, and the harvester leaves librdkafka's default.
+    c.limits.max_in_flight_per_key = 1.into();
+    c.validate().unwrap();
+    assert_eq!(gapless(&c), None);
+    // Transactions abort as a whole: no guarantee set there either.
+    let t = Config {
+        publish: transactional("orders"),
+        ..Config::default()
+    };
+    t.validate().unwrap();
+    assert_eq!(gapless(&t), None);
+}
+
+#[test]
+fn a_key_window_with_the_gapless_guarantee_turned_off_is_refused() {
+    let mut c = Config {
+        producer_kafka: KafkaConfig::empty().set("enable.gapless.guarantee", "false"),
+        ..Config::default()
+    };
     let problems = c.problems();
     let p = problems
         .iter()
         .find(|p| p.field == "limits.max_in_flight_per_key")
-        .expect("8 per key without gapless must be refused");
-    assert!(
-        p.message.contains("enable.gapless.guarantee"),
-        "{}",
-        p.message
-    );
+        .expect("a window of 64 without gapless must be refused");
+    assert!(p.message.contains("(64)"), "{}", p.message);
     assert!(p.message.contains("reordering"), "{}", p.message);
-    c.producer_kafka = KafkaConfig::empty().set("enable.gapless.guarantee", "true");
+    c.limits.max_in_flight_per_key = 1.into();
     c.validate().unwrap();
-    c.limits.max_in_flight_per_key = 5000;
+    c.producer_kafka = KafkaConfig::empty().set("enable.gapless.guarantee", "true");
+    c.limits.max_in_flight_per_key = 8.into();
+    c.validate().unwrap();
+    c.limits.max_in_flight_per_key = 5000.into();
     assert!(c
         .problems()
         .iter()
         .any(|p| p.field == "limits.max_in_flight_per_key"
             && p.message.contains("max_in_flight_records")));
-    c.limits.max_in_flight_per_key = 0;
+    c.limits.max_in_flight_per_key = 0.into();
     assert!(c
         .problems()
         .iter()
@@ -242,8 +272,11 @@ fn transactional_mode_needs_an_id_and_owns_it() {
 
 #[test]
 fn a_key_window_needs_no_gapless_guarantee_in_transactional_mode() {
-    let mut c = Config::default();
-    c.limits.max_in_flight_per_key = 64;
+    let mut c = Config {
+        producer_kafka: KafkaConfig::empty().set("enable.gapless.guarantee", "false"),
+        ..Config::default()
+    };
+    c.limits.max_in_flight_per_key = 64.into();
     assert!(c
         .problems()
         .iter()

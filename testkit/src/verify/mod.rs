@@ -14,6 +14,8 @@
 //!   Counted per step back, apart from duplicates: a consumer that does not de-duplicate sees
 //!   the key's history go back that many times. MP/R with one record per key in flight never
 //!   rewinds, so harvester tests assert this too; a duplicate at the end (5,6,6) is none;
+//!   its **depth** is how far back it went (5,6,7,5: 2). A harvester with a key window of W
+//!   replays at most a key's W unpurged records after a failure or a crash: depth below W;
 //! - **unexpected**: delivered for this run but never expected (e.g. a rolled-back row).
 
 mod aborted;
@@ -82,6 +84,7 @@ pub struct Verifier {
     duplicates: u64,
     reordered: u64,
     rewinds: u64,
+    deepest_rewind: u64,
     unexpected: u64,
     foreign: u64,
     examples: Examples,
@@ -162,8 +165,9 @@ impl Verifier {
             self.duplicates += 1;
             note(&mut self.examples.duplicates, id);
         }
-        if state.last.is_some_and(|last| seq < last) {
+        if let Some(last) = state.last.filter(|last| seq < *last) {
             self.rewinds += 1;
+            self.deepest_rewind = self.deepest_rewind.max(last - seq);
             note(&mut self.examples.rewinds, id);
         }
         state.last = Some(seq);
@@ -208,6 +212,7 @@ impl Verifier {
             duplicates: self.duplicates,
             reordered: self.reordered,
             rewinds: self.rewinds,
+            deepest_rewind: self.deepest_rewind,
             unexpected: self.unexpected,
             foreign: self.foreign,
             lost_examples: lost,
@@ -232,6 +237,8 @@ pub struct Report {
     pub duplicates: u64,
     pub reordered: u64,
     pub rewinds: u64,
+    /// How far back the deepest rewind went, in seqs of its key (0 without rewinds).
+    pub deepest_rewind: u64,
     pub unexpected: u64,
     /// Records of other runs seen on the same topics.
     pub foreign: u64,
@@ -254,6 +261,25 @@ impl Report {
     pub fn assert_correct(&self) {
         assert!(self.is_correct(), "verification failed:\n{self}");
     }
+
+    /// Correct for a harvester with a key window of `window` that crashed or failed: no loss,
+    /// no reordering, nothing unexpected, and every rewind a replay of less than the window
+    /// (what the README promises; with a window of 1, no rewind at all).
+    pub fn is_correct_within_window(&self, window: u64) -> bool {
+        self.lost == 0
+            && self.reordered == 0
+            && self.unexpected == 0
+            && (self.rewinds == 0 || self.deepest_rewind < window)
+    }
+
+    /// Panics with the full report unless [`Report::is_correct_within_window`].
+    #[track_caller]
+    pub fn assert_correct_within_window(&self, window: u64) {
+        assert!(
+            self.is_correct_within_window(window),
+            "verification failed (key window {window}):\n{self}"
+        );
+    }
 }
 
 fn list(ids: &[RecordId]) -> String {
@@ -267,9 +293,9 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "expected {} received {} delivered {} lost {} duplicates {} reordered {} rewinds {} unexpected {} foreign {}",
+            "expected {} received {} delivered {} lost {} duplicates {} reordered {} rewinds {} (deepest {}) unexpected {} foreign {}",
             self.expected, self.received, self.delivered, self.lost, self.duplicates,
-            self.reordered, self.rewinds, self.unexpected, self.foreign
+            self.reordered, self.rewinds, self.deepest_rewind, self.unexpected, self.foreign
         )?;
         for (name, ids) in [
             ("lost", &self.lost_examples),

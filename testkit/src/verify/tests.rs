@@ -95,6 +95,30 @@ fn counts_each_step_back_as_a_rewind() {
 }
 
 #[test]
+fn a_rewinds_depth_is_how_far_back_its_key_went() {
+    let mut v = Verifier::new();
+    expect_all(&mut v, &["a", "b"], 6);
+    // a replays its last three (depth 2), b its last two (depth 1).
+    for s in [0, 1, 2, 3, 4, 5, 3, 4, 5] {
+        v.observe("t", b"a", s);
+    }
+    for s in [0, 1, 2, 3, 4, 5, 4, 5] {
+        v.observe("t", b"b", s);
+    }
+    let r = v.report();
+    assert_eq!((r.rewinds, r.deepest_rewind), (2, 2));
+    assert!(!r.is_correct());
+    // A replay of three records is within a window of 3 or more, not of 2.
+    assert!(r.is_correct_within_window(3));
+    assert!(!r.is_correct_within_window(2));
+    // Loss is never within a window.
+    let mut lossy = Verifier::new();
+    expect_all(&mut lossy, &["a"], 2);
+    lossy.observe("t", b"a", 0);
+    assert!(!lossy.report().is_correct_within_window(64));
+}
+
+#[test]
 fn catches_unexpected_and_counts_foreign() {
     let mut v = Verifier::new();
     expect_all(&mut v, &["a"], 1);
