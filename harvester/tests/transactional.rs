@@ -38,7 +38,7 @@ fn transactional(world: &World, name: &str) -> Config {
         "max_records": 200,
     }))
     .unwrap();
-    config.limits.max_in_flight_per_key = WINDOW.into();
+    config.limits.max_in_flight_per_key = WINDOW;
     config.validate().unwrap();
     assert!(matches!(config.publish, PublishConfig::Transactional(_)));
     config
@@ -276,4 +276,61 @@ async fn real_broker_fencing_a_shards_transactional_id_restarts_without_loss() {
         stats.pipeline_restarts >= 1,
         "a fenced producer must be replaced: {stats:?}"
     );
+}
+
+/// A term with fewer shards than its predecessor still fences every id the predecessor used: a
+/// stalled leader that ran 8 shards (the default before 2) and resumes after a successor with 2
+/// took over must not commit on its ids 2-7, which no producer of the successor uses. Here the
+/// predecessor's shard 5 is a producer of the test's, with a transaction open and a record in it;
+/// once the successor's term has started (its first record delivered), that commit must fail.
+#[tokio::test]
+async fn real_broker_a_term_fences_the_ids_of_more_shards_than_it_runs() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+    let world = World::on(Backend::Postgres, "hvtxnfewer", 4).await;
+    assert!(
+        !world.broker.supports_faults(),
+        "KAFKA_BROKERS must name a real broker (scripts/services.sh up starts one)"
+    );
+    world.migrate().await;
+    let config = transactional(&world, "hvtxnfewer");
+    let PublishConfig::Transactional(publish) = &config.publish else {
+        unreachable!("transactional() sets the mode")
+    };
+    let shards = config.limits.shards(true);
+    assert!(
+        shards < 6,
+        "the default count must leave shard 5 unused: {shards}"
+    );
+    let stale_id = publish.shard_id(5);
+    let (bootstrap, topic) = (world.broker.bootstrap().to_owned(), world.topic.clone());
+    let stale = tokio::task::spawn_blocking(move || {
+        let p: BaseProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .set("transactional.id", &stale_id)
+            .create()
+            .unwrap();
+        p.init_transactions(Duration::from_secs(30)).unwrap();
+        p.begin_transaction().unwrap();
+        p.send(BaseRecord::to(&topic).key("stale").payload("late"))
+            .unwrap();
+        p.flush(Duration::from_secs(30)).unwrap();
+        p
+    })
+    .await
+    .unwrap();
+    let handle = world.start_leading(config).await;
+    world.write(4, 5, 5).await;
+    world.drained().await;
+    let committed =
+        tokio::task::spawn_blocking(move || stale.commit_transaction(Duration::from_secs(30)))
+            .await
+            .unwrap();
+    let report = world.verify(Duration::from_secs(60)).await;
+    handle.stop().await.unwrap();
+    let Err(e) = committed else {
+        panic!("the stalled predecessor's shard 5 committed after a 2-shard successor started");
+    };
+    println!("the predecessor's commit on its shard 5: {e}");
+    report.assert_correct();
 }

@@ -69,7 +69,7 @@ mod tests {
         assert!(!a.admits(&rewinds(1, 64)));
         let one = Allowed::of(Kind::Drain, 1, None);
         assert!(one.admits(&rewinds(0, 0)));
-        assert!(!one.admits(&rewinds(1, 0)));
+        assert!(!one.admits(&rewinds(1, 1)));
     }
 
     #[test]

@@ -28,9 +28,13 @@ pub const AUTO_BATCH_MIN: usize = 100;
 /// `mark_query_records = "auto"`: the largest mark (the database's mark+purge ceiling here was
 /// best at 1000).
 pub const AUTO_BATCH_MAX: usize = 1000;
-/// `send_concurrency = "auto"` in transactional mode: every harvester of an outbox must use the
-/// same transactional ids, so the count may not depend on the machine.
-pub const AUTO_SHARDS_TRANSACTIONAL: usize = 8;
+/// `send_concurrency = "auto"` in transactional mode: the count may not depend on the machine
+/// (every harvester of an outbox registers the same transactional ids). 2: the broker's cost goes
+/// with the number of transactions, and on Kafka 4.1 here the transactional drain reached 0.79
+/// of the idempotent one with 2 shards, 0.69 with 4 and 0.51-0.54 with 8 (RESULTS.md, issue 35).
+/// A term registers the ids of 8 shards whatever its count
+/// ([`super::publish::FENCED_SHARD_IDS`]), so a predecessor that ran 8 is still fenced.
+pub const AUTO_SHARDS_TRANSACTIONAL: usize = 2;
 
 /// `send_concurrency = "auto"` in idempotent mode: one producer per two cores, 1 to 8. On the
 /// 2-core machine of RESULTS.md one producer delivered 1.3x more than eight at half the CPU per

@@ -107,29 +107,30 @@ pub struct Limits {
     /// fixes it.
     pub max_in_flight_records: Adaptive,
     /// Records of one key in flight at once: sent, or acknowledged and not yet purged.
-    /// Default `"auto"`: 64 (or `limits.max_in_flight_records` when that is fixed lower): a hot
-    /// key delivers up to 64 records per round trip instead of one (a key with fewer rows
-    /// waiting has only those out). A number fixes it. First deliveries are in order per key, and
-    /// nothing is lost; after a produce failure or a crash a consumer can see up to this many
-    /// records of a key again, after newer ones (the key's unpurged suffix is sent once more:
-    /// a *rewind*). More than one needs librdkafka's `enable.gapless.guarantee`, which the
-    /// harvester then sets on its producers unless `producer_kafka` (or `kafka`) sets it:
-    /// librdkafka fails the producer instead of letting a later record of a partition land after
-    /// a failed one, and the pipeline replaces it and sends the key's rows again in order (a
-    /// message timeout, which that guarantee does not cover, stops the pipeline the same way).
-    /// Setting it to `"false"` with a window above 1 is refused. 1 is goharvest's behaviour: a
-    /// key's next record leaves only once the previous one is acknowledged and purged, so a
-    /// consumer never sees an older record of a key after a newer one, not even after a crash,
-    /// at the cost of one round trip and one purge per record of a key (~770 records/s for one
-    /// key on Kafka here). A key's rows bound for another topic or an explicit partition go one
-    /// window at a time. With `publish.mode = "transactional"` no gapless guarantee is needed
-    /// (nor set): a failed record aborts its whole transaction, and read_committed consumers
-    /// never see the aborted copies.
-    pub max_in_flight_per_key: Adaptive,
+    /// Default 1: a key's next record leaves only once the previous one is acknowledged and
+    /// purged, so a consumer never sees an older record of a key after a newer one, not even
+    /// after a produce failure or a crash; a key then delivers one record per round trip and
+    /// purge (~770 records/s for one key on Kafka here). Above 1, a hot key goes up to that many
+    /// times faster; first deliveries stay in order per key, but after a produce failure or a
+    /// crash a consumer can see up to this many records of a key again, after newer ones (the
+    /// unpurged suffix is sent once more: a rewind). In idempotent mode the harvester then sets
+    /// two producer settings, and refuses a Kafka map that sets them otherwise:
+    /// `enable.gapless.guarantee = true` (librdkafka fails the producer instead of letting a
+    /// later record of a partition land after a failed one; the pipeline replaces it and sends
+    /// the key's rows again in order) and no message timeout (`delivery.timeout.ms = 0`: a
+    /// record that timed out would let librdkafka write the later ones without it, which that
+    /// guarantee does not cover). The price of the second: a stalled leader that resumes may
+    /// still write what its producers held, after its successor's newer records (rewinds, at
+    /// most what it held); transactional mode fences it instead. A key's rows bound for another
+    /// topic or an explicit partition go one window at a time. With `publish.mode =
+    /// "transactional"` neither setting is needed: a failed or timed-out record aborts its whole
+    /// transaction, and read_committed consumers never see the aborted copies.
+    pub max_in_flight_per_key: usize,
     /// Producer shards, each with its own idempotent producer; keys are routed by FNV-1a.
     /// Default `"auto"`: one per two cores, 1 to 8 (goharvest's default is 8); in
-    /// transactional mode 8, because every harvester of an outbox must use the same
-    /// transactional ids. A number fixes it. Not used (and refused) in transactional mode with
+    /// transactional mode 2 on every machine, because every harvester of an outbox must use the
+    /// same transactional ids (a term registers the ids of 8 shards whatever its count, so a
+    /// predecessor running up to 8 is fenced). A number fixes it. Not used (and refused) in transactional mode with
     /// a kind that shares by bucket: there each owned bucket is a producer of its own.
     pub send_concurrency: Adaptive,
     /// Marked batches buffered per shard. Default 10.
@@ -176,7 +177,7 @@ impl Default for Limits {
             mark_backoff: Duration::from_millis(10),
             idle_poll_interval: Duration::from_secs(1),
             max_in_flight_records: Adaptive::Auto,
-            max_in_flight_per_key: Adaptive::Auto,
+            max_in_flight_per_key: 1,
             send_concurrency: Adaptive::Auto,
             send_buffer: 10,
             mark_query_records: Adaptive::Auto,
@@ -197,11 +198,9 @@ impl Limits {
         self.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT)
     }
 
-    /// Records of one key in flight at once: the fixed value, or [`DEFAULT_KEY_WINDOW`] within
-    /// the least the in-flight window can be.
+    /// Records of one key in flight at once (`max_in_flight_per_key`).
     pub fn key_window(&self) -> usize {
         self.max_in_flight_per_key
-            .or(DEFAULT_KEY_WINDOW.min(self.window_floor()))
     }
 
     /// The least the in-flight window can be: the fixed value, or the floor of `"auto"`.
@@ -237,6 +236,10 @@ const PRODUCER_TIMEOUT_KEYS: [&str; 2] = ["delivery.timeout.ms", "message.timeou
 /// successor's newer ones. Default succession - lease ([`LeaderConfig::delivery_timeout`], for NELI
 /// 2 x heartbeat timeout); the succession or more is refused.
 fn producer_timeout_problems(config: &Config) -> Vec<ConfigProblem> {
+    if config.unbounded_delivery() {
+        // No timeout may be set at all then (`per_key_problems` says why).
+        return Vec::new();
+    }
     let session = config.leader.succession();
     PRODUCER_TIMEOUT_KEYS
         .iter()
@@ -283,6 +286,16 @@ fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
         // A transaction with a failed record is aborted as a whole: no gap to jump over.
         return p;
     }
+    for key in PRODUCER_TIMEOUT_KEYS {
+        if config.producer_kafka.get(key).is_some() {
+            p.push(ConfigProblem::new(
+                format!("producer_kafka.\"{key}\""),
+                format!(
+                    "cannot be set with limits.max_in_flight_per_key = {window} in idempotent mode: a record that times out lets librdkafka write the key's later records without it (the gapless guarantee does not cover timeouts), and its re-send would then reorder the key; remove it (the harvester sets no timeout), set limits.max_in_flight_per_key = 1, or use publish.mode = \"transactional\""
+                ),
+            ));
+        }
+    }
     if config.gapless() == Some(false) {
         p.push(ConfigProblem::new(
             "limits.max_in_flight_per_key",
@@ -296,11 +309,6 @@ fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
 
 /// librdkafka's setting that fails the producer rather than leave a gap in a partition.
 const GAPLESS: &str = "enable.gapless.guarantee";
-
-/// `limits.max_in_flight_per_key`'s default: on Kafka here one hot key delivered ~12,000
-/// records/s with it (RESULTS.md, issue 35) against ~770 with 1, and a crash replays at most
-/// this many records of a key.
-pub const DEFAULT_KEY_WINDOW: usize = 64;
 
 /// Producer settings the harvester must control. In transactional mode each shard's
 /// `transactional.id` is set too (shown here with the shard index as `<i>`, or for members
@@ -364,10 +372,7 @@ impl Config {
                 "limits.max_in_flight_records",
                 l.max_in_flight_records.or(1),
             ),
-            (
-                "limits.max_in_flight_per_key",
-                l.max_in_flight_per_key.or(1),
-            ),
+            ("limits.max_in_flight_per_key", l.max_in_flight_per_key),
             ("limits.send_concurrency", l.send_concurrency.or(1)),
             ("limits.send_buffer", l.send_buffer),
             ("limits.mark_query_records", l.mark_query_records.or(1)),
@@ -450,7 +455,9 @@ impl Config {
             for (k, v) in self.producer_kafka.resolved("producer_kafka").0 {
                 c.set(k, v);
             }
-            if PRODUCER_TIMEOUT_KEYS
+            if self.unbounded_delivery() {
+                c.set("delivery.timeout.ms", "0");
+            } else if PRODUCER_TIMEOUT_KEYS
                 .iter()
                 .all(|k| self.producer_kafka.get(k).is_none())
             {
@@ -483,12 +490,17 @@ impl Config {
         Some(v.trim().eq_ignore_ascii_case("true"))
     }
 
+    /// Whether more than one record of a key may be in flight on an idempotent producer: the
+    /// producers then run with the gapless guarantee and no message timeout (see
+    /// [`Limits::max_in_flight_per_key`]).
+    pub(crate) fn unbounded_delivery(&self) -> bool {
+        self.limits.key_window() > 1 && self.publish.transactional().is_none()
+    }
+
     /// Whether the outbox producers get `enable.gapless.guarantee = true` from the harvester: a
     /// key window above 1 in idempotent mode, when no Kafka map sets it.
     pub(crate) fn sets_gapless(&self) -> bool {
-        self.limits.key_window() > 1
-            && self.publish.transactional().is_none()
-            && self.gapless().is_none()
+        self.unbounded_delivery() && self.gapless().is_none()
     }
 
     /// The config with secrets replaced (database password, Kafka passwords and keys), for

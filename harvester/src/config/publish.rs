@@ -136,9 +136,26 @@ impl TransactionalConfig {
         format!("{}-{shard}", self.transactional_id.trim())
     }
 
+    /// The shard ids a term with `shards` producers registers without using them, to fence
+    /// whatever a predecessor with more shards left behind: `<id>-<shards>` up to
+    /// `<id>-`[`FENCED_SHARD_IDS`]` - 1`. Empty when the term's own shards reach that far.
+    pub fn fence_only_ids(&self, shards: usize) -> Vec<String> {
+        (shards..FENCED_SHARD_IDS)
+            .map(|i| self.shard_id(i))
+            .collect()
+    }
+
     /// The `transactional.id` of bucket `bucket`'s fencing unit (members sharing the outbox by
     /// bucket: the id follows the bucket to its next owner).
     pub fn unit_id(&self, bucket: u16) -> String {
         format!("{}-b{bucket}", self.transactional_id.trim())
     }
 }
+
+/// Shard ids every transactional term registers, used or not (`<id>-0` to `<id>-7`): a
+/// predecessor with up to this many shards (the default of earlier releases, and any count
+/// from `"auto"` to 8) is fenced on every one of its ids, so the shard count can be lowered
+/// without leaving a stalled predecessor's higher ids able to commit. A fixed
+/// `limits.send_concurrency` above it registers its own ids; lowering such a count leaves the
+/// ids above the new count unfenced, so stop every member running the higher count first.
+pub const FENCED_SHARD_IDS: usize = 8;

@@ -9,7 +9,9 @@ fn defaults_are_valid_and_adaptive_where_goharvest_fixed_them() {
     assert_eq!(c.limits.mark_query_records, Adaptive::Auto);
     // "auto" starts where goharvest's fixed defaults were.
     assert_eq!(c.limits.window_floor(), 1000);
-    assert_eq!(c.limits.shards(true), 8);
+    // Transactional: 2 on every machine, and every term registers the ids of 8.
+    assert_eq!(c.limits.shards(true), 2);
+    assert_eq!(super::publish::FENCED_SHARD_IDS, 8);
     assert_eq!(c.limits.shards(false), auto_shards(cores()));
     assert_eq!(
         [1, 2, 3, 4, 8, 16, 64].map(auto_shards),
@@ -150,41 +152,39 @@ fn a_mark_batch_wait_longer_than_the_idle_poll_is_refused() {
 }
 
 #[test]
-fn the_default_key_window_comes_with_the_gapless_guarantee() {
-    let gapless = |c: &Config| {
+fn a_key_window_comes_with_the_gapless_guarantee_and_no_message_timeout() {
+    let producer = |c: &Config, key: &str| {
         c.producer_client_config()
             .unwrap()
-            .get("enable.gapless.guarantee")
+            .get(key)
             .map(str::to_owned)
     };
     let mut c = Config::default();
-    assert_eq!(c.limits.max_in_flight_per_key, Adaptive::Auto);
-    assert_eq!(c.limits.key_window(), 64);
+    assert_eq!(c.limits.key_window(), 1);
+    // One record per key: librdkafka's default guarantee, and a delivery timeout below the
+    // leader's succession.
+    assert_eq!(producer(&c, "enable.gapless.guarantee"), None);
+    let bounded = c.leader.delivery_timeout().as_millis().to_string();
+    assert_eq!(producer(&c, "delivery.timeout.ms"), Some(bounded.clone()));
+    c.limits.max_in_flight_per_key = 64;
     c.validate().unwrap();
-    assert_eq!(gapless(&c).as_deref(), Some("true"));
-    // A lower fixed pipeline window bounds the default, and is no problem.
-    c.limits.max_in_flight_records = 50.into();
-    assert_eq!(c.limits.key_window(), 50);
+    assert_eq!(
+        producer(&c, "enable.gapless.guarantee").as_deref(),
+        Some("true")
+    );
+    assert_eq!(producer(&c, "delivery.timeout.ms").as_deref(), Some("0"));
+    // Transactions abort as a whole: neither is needed there.
+    c.publish = transactional("orders");
     c.validate().unwrap();
-    // One record per key needs no guarantee, and the harvester leaves librdkafka's default.
-    c.limits.max_in_flight_per_key = 1.into();
-    c.validate().unwrap();
-    assert_eq!(gapless(&c), None);
-    // Transactions abort as a whole: no guarantee set there either.
-    let t = Config {
-        publish: transactional("orders"),
-        ..Config::default()
-    };
-    t.validate().unwrap();
-    assert_eq!(gapless(&t), None);
+    assert_eq!(producer(&c, "enable.gapless.guarantee"), None);
+    assert_eq!(producer(&c, "delivery.timeout.ms"), Some(bounded));
 }
 
 #[test]
-fn a_key_window_with_the_gapless_guarantee_turned_off_is_refused() {
-    let mut c = Config {
-        producer_kafka: KafkaConfig::empty().set("enable.gapless.guarantee", "false"),
-        ..Config::default()
-    };
+fn a_key_window_refuses_what_would_let_a_key_reorder() {
+    let mut c = Config::default();
+    c.limits.max_in_flight_per_key = 64;
+    c.producer_kafka = KafkaConfig::empty().set("enable.gapless.guarantee", "false");
     let problems = c.problems();
     let p = problems
         .iter()
@@ -192,18 +192,24 @@ fn a_key_window_with_the_gapless_guarantee_turned_off_is_refused() {
         .expect("a window of 64 without gapless must be refused");
     assert!(p.message.contains("(64)"), "{}", p.message);
     assert!(p.message.contains("reordering"), "{}", p.message);
-    c.limits.max_in_flight_per_key = 1.into();
+    c.producer_kafka = KafkaConfig::empty().set("delivery.timeout.ms", "5000");
+    let problems = c.problems();
+    let p = problems
+        .iter()
+        .find(|p| p.field == "producer_kafka.\"delivery.timeout.ms\"")
+        .expect("a message timeout with a window must be refused");
+    assert!(p.message.contains("times out"), "{}", p.message);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    c.limits.max_in_flight_per_key = 1;
     c.validate().unwrap();
     c.producer_kafka = KafkaConfig::empty().set("enable.gapless.guarantee", "true");
-    c.limits.max_in_flight_per_key = 8.into();
-    c.validate().unwrap();
-    c.limits.max_in_flight_per_key = 5000.into();
+    c.limits.max_in_flight_per_key = 5000;
     assert!(c
         .problems()
         .iter()
         .any(|p| p.field == "limits.max_in_flight_per_key"
             && p.message.contains("max_in_flight_records")));
-    c.limits.max_in_flight_per_key = 0.into();
+    c.limits.max_in_flight_per_key = 0;
     assert!(c
         .problems()
         .iter()
@@ -226,6 +232,12 @@ fn publish_defaults_to_idempotent_and_reads_transactional_settings() {
     assert_eq!(t.max_records, 50);
     assert_eq!(t.linger, Duration::from_millis(20));
     assert_eq!(t.shard_id(3), "orders-3");
+    // A term of 2 shards registers 2 to 7 besides its own; one of 8 or more, none besides.
+    assert_eq!(
+        t.fence_only_ids(2),
+        ["orders-2", "orders-3", "orders-4", "orders-5", "orders-6", "orders-7"]
+    );
+    assert!(t.fence_only_ids(8).is_empty() && t.fence_only_ids(12).is_empty());
     c.validate().unwrap();
     let d = transactional("x");
     let t = d.transactional().unwrap();
@@ -276,7 +288,7 @@ fn a_key_window_needs_no_gapless_guarantee_in_transactional_mode() {
         producer_kafka: KafkaConfig::empty().set("enable.gapless.guarantee", "false"),
         ..Config::default()
     };
-    c.limits.max_in_flight_per_key = 64.into();
+    c.limits.max_in_flight_per_key = 64;
     assert!(c
         .problems()
         .iter()

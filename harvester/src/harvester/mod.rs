@@ -481,6 +481,11 @@ impl Harvester {
                     .collect(),
             ),
         };
+        // Ids a predecessor with more shards may have used: registered too, then let go.
+        let fence_only = match (&transactional, &routing) {
+            (Some(t), Routing::ByKey) => t.fence_only_ids(ids.len()),
+            _ => Vec::new(),
+        };
         self.status.write().leader_id = Some(generation);
         let limits = self.config.limits.clone();
         let adapt = Adapt::new(&limits, Arc::clone(&self.stats));
@@ -517,7 +522,9 @@ impl Harvester {
             // once. A term that ends meanwhile registers no more: a late registration would
             // fence its successor.
             let registering = std::time::Instant::now();
-            let creating = ids.into_iter().enumerate().map(|(i, id)| {
+            let fencing = fence_only.into_iter().map(|id| (true, Some(id)));
+            let all = ids.into_iter().map(|id| (false, id)).chain(fencing);
+            let creating = all.enumerate().map(|(i, (fence_only, id))| {
                 let config = config.clone();
                 let (cut, ctx) = (h.clone(), Arc::clone(&ctx));
                 tokio::task::spawn_blocking(move || {
@@ -526,7 +533,8 @@ impl Harvester {
                             "the term ended while its producers were being registered".into(),
                         ));
                     }
-                    ShardProducer::new(i, &config, id, init_timeout)
+                    let producer = ShardProducer::new(i, &config, id, init_timeout)?;
+                    Ok((!fence_only).then_some(producer))
                 })
             });
             let producers = futures::future::join_all(creating)
@@ -536,7 +544,10 @@ impl Harvester {
                     joined
                         .map_err(|e| Error::Pipeline(format!("creating a producer failed: {e}")))?
                 })
-                .collect::<Result<Vec<_>>>()?;
+                .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>();
             tracing::info!(
                 shards,
                 transactional = transactional.is_some(),

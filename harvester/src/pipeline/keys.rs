@@ -3,7 +3,8 @@
 //! Per-key causal order rests on this structure alone: each key's rows wait in a queue sorted by
 //! id, only the first `window` of them may be in flight (sent, or acknowledged and not yet
 //! purged; `limits.max_in_flight_per_key`, 1 by default: only the front), and a key whose rows
-//! were reset stays blocked until those rows come back from the marker. Holding it free of channels, producers and the clock makes it
+//! were reset stays blocked until those rows come back from the marker. Holding it
+//! free of channels, producers and the clock makes it
 //! testable on its own and measurable by the micro-benchmarks (the `hotpaths` crate), which is why it
 //! is public; embedding the harvester never needs it.
 //!

@@ -27,12 +27,15 @@
 //!
 //! `limits.max_in_flight_per_key` above 1 trades the rewinds for a hot key's throughput: up to
 //! that many records of a key are in flight (sent, or acknowledged and not yet purged), all bound
-//! for the key's one partition. It requires the gapless guarantee, under which librdkafka fails
-//! the producer instead of writing past a record the broker refused; the pipeline then restarts
-//! with fresh producers and re-sends every unpurged row in id order. Message timeouts are
-//! outside that guarantee, so a shard that sees a record fail while a later record of its key is
-//! out purges its producer's queue and stops the pipeline just the same. First deliveries stay
-//! in order; what a consumer may see again, after newer records, is at most the key's window.
+//! for the key's one partition. In idempotent mode it runs the producers with the gapless
+//! guarantee, under which librdkafka fails the producer instead of writing past a record the
+//! broker refused (the pipeline then restarts with fresh producers and re-sends every unpurged
+//! row in id order), and with no message timeout: a timed-out record is outside that guarantee,
+//! and librdkafka would bump the producer's epoch and write the key's later records without it
+//! (seen on Kafka under load). A shard that still sees a record fail while a later record of its
+//! key is out purges its producer's queue and stops the pipeline just the same. First deliveries
+//! stay in order; what a consumer may see again, after newer records, is the key's unpurged
+//! suffix, at most the window (a rewind less deep than it). A crash replays the same.
 //!
 //! ## Transactional mode
 //! With `publish.mode = "transactional"` each shard's producer has a transactional id of its

@@ -2,8 +2,8 @@
 //! producer.
 //!
 //! Each key's queue is sorted by id; its front is the only record of the key that may be in
-//! flight (the first `limits.max_in_flight_per_key` of them, when that is above 1), and it stays
-//! at the front until the purger reports the row gone. A failed delivery
+//! flight (the first `limits.max_in_flight_per_key` of them, when that is above 1), and each
+//! stays in the queue until the purger reports the row gone. A failed delivery
 //! drops the key's rows from memory (the purger resets them in the table) and blocks the key
 //! until those rows come back from the marker, so a record of the key already on its way from an
 //! earlier mark cannot overtake them.
@@ -443,9 +443,11 @@ impl Shard {
         if self.keys.later_in_flight(id) {
             // Only with more than one record of a key in flight: a later row of the key is out,
             // and resetting this one would send it after them. librdkafka's gapless guarantee
-            // turns most such failures into a fatal error, but not a message timeout: stop
-            // sending at once and restart the pipeline, which re-marks and re-sends the key's
-            // rows in order (a later row already written is then delivered again: a rewind).
+            // turns such failures into a fatal error, and the producers of a window have no
+            // message timeout (which that guarantee does not cover); whatever still fails so:
+            // stop sending at once and restart the pipeline, which re-marks and re-sends the
+            // key's rows in order (a later row already written is then delivered again: a
+            // rewind).
             self.producer.purge_queued();
             return Err(Error::Pipeline(format!(
                 "shard {}: row {id} failed ({error}) while later rows of its key were in flight; restarting the pipeline to send them again in order",
