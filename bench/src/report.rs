@@ -367,7 +367,7 @@ pub fn effective_settings(settings: &[(String, String)]) -> String {
                 None => format!("auto ({lo}-{hi})"),
             };
             let transactional = c.publish.transactional().is_some();
-            let shards = l.shards(transactional);
+            let shards = l.shards();
             format!(
                 "effective: mark batch {} rows, max in flight {} records, {shards} producer shards{}, purge batch up to {}, producers {} (acks=all), linger.ms {}, delivery.timeout.ms {}",
                 auto(l.mark_query_records, AUTO_BATCH_MIN, AUTO_BATCH_MAX),

@@ -279,8 +279,9 @@ async fn real_broker_fencing_a_shards_transactional_id_restarts_without_loss() {
 }
 
 /// A term with fewer shards than its predecessor still fences every id the predecessor used: a
-/// stalled leader that ran 8 shards (the default before 2) and resumes after a successor with 2
-/// took over must not commit on its ids 2-7, which no producer of the successor uses. Here the
+/// stalled leader that ran 8 shards (the transactional default before) and resumes after a
+/// successor with 2 took over must not commit on its ids 2-7, which no producer of the successor
+/// uses. Here the
 /// predecessor's shard 5 is a producer of the test's, with a transaction open and a record in it;
 /// once the successor's term has started (its first record delivered), that commit must fail.
 #[tokio::test]
@@ -297,7 +298,7 @@ async fn real_broker_a_term_fences_the_ids_of_more_shards_than_it_runs() {
     let PublishConfig::Transactional(publish) = &config.publish else {
         unreachable!("transactional() sets the mode")
     };
-    let shards = config.limits.shards(true);
+    let shards = config.limits.shards();
     assert!(
         shards < 6,
         "the default count must leave shard 5 unused: {shards}"

@@ -28,18 +28,16 @@ pub const AUTO_BATCH_MIN: usize = 100;
 /// `mark_query_records = "auto"`: the largest mark (the database's mark+purge ceiling here was
 /// best at 1000).
 pub const AUTO_BATCH_MAX: usize = 1000;
-/// `send_concurrency = "auto"` in transactional mode: the count may not depend on the machine
-/// (every harvester of an outbox registers the same transactional ids). 2: the broker's cost goes
-/// with the number of transactions, and on Kafka 4.1 here the transactional drain reached 0.79
-/// of the idempotent one with 2 shards, 0.69 with 4 and 0.51-0.54 with 8 (RESULTS.md, issue 35).
-/// A term registers the ids of 8 shards whatever its count
-/// ([`super::publish::FENCED_SHARD_IDS`]), so a predecessor that ran 8 is still fenced.
-pub const AUTO_SHARDS_TRANSACTIONAL: usize = 2;
 
-/// `send_concurrency = "auto"` in idempotent mode: one producer per two cores, 1 to 8. On the
-/// 2-core machine of RESULTS.md one producer delivered 1.3x more than eight at half the CPU per
-/// record; each producer brings its own librdkafka threads, which earn their keep only with
-/// cores to run on.
+/// `send_concurrency = "auto"`: one producer per two cores, 1 to 8, in either publishing mode. On
+/// the 2-core machine of RESULTS.md one idempotent producer delivered 1.3x more than eight at
+/// half the CPU per record; each producer brings its own librdkafka threads, which earn their
+/// keep only with cores to run on. Transactional producers cost the broker per transaction
+/// (AddPartitionsToTxn, EndTxn, a marker per partition written), so fewer, larger transactions
+/// pay there too: on Kafka 4.1 here the transactional drain reached 0.99 of the idempotent one
+/// with 1 shard, 0.71 with 2 and 0.48 with 8 (RESULTS.md, issue 35). Members of one outbox may
+/// run different counts: every transactional term registers the ids of 8 shards
+/// ([`super::publish::FENCED_SHARD_IDS`]), so any predecessor running up to 8 is fenced.
 pub fn auto_shards(cores: usize) -> usize {
     (cores / 2).clamp(1, 8)
 }

@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 pub use crate::kafka::KafkaConfig;
 pub use crate::store::{DatabaseConfig, OutboxConfig, OutboxMode};
 pub use adaptive::{
-    auto_shards, cores, Adaptive, AUTO_BATCH_MAX, AUTO_BATCH_MIN, AUTO_SHARDS_TRANSACTIONAL,
-    AUTO_WINDOW_MAX, AUTO_WINDOW_MIN, AUTO_WINDOW_START,
+    auto_shards, cores, Adaptive, AUTO_BATCH_MAX, AUTO_BATCH_MIN, AUTO_WINDOW_MAX, AUTO_WINDOW_MIN,
+    AUTO_WINDOW_START,
 };
 pub use leader::{Coordinator, LeaderConfig};
 pub use overrides::ENV_PREFIX;
@@ -127,10 +127,10 @@ pub struct Limits {
     /// transaction, and read_committed consumers never see the aborted copies.
     pub max_in_flight_per_key: usize,
     /// Producer shards, each with its own idempotent producer; keys are routed by FNV-1a.
-    /// Default `"auto"`: one per two cores, 1 to 8 (goharvest's default is 8); in
-    /// transactional mode 2 on every machine, because every harvester of an outbox must use the
-    /// same transactional ids (a term registers the ids of 8 shards whatever its count, so a
-    /// predecessor running up to 8 is fenced). A number fixes it. Not used (and refused) in transactional mode with
+    /// Default `"auto"`: one per two cores, 1 to 8 (goharvest's default is 8), in either
+    /// publishing mode: fewer, larger transactions cost the broker less. A transactional term
+    /// registers the ids of 8 shards whatever its count, so members of one outbox may run
+    /// different counts and any predecessor running up to 8 is fenced. A number fixes it. Not used (and refused) in transactional mode with
     /// a kind that shares by bucket: there each owned bucket is a producer of its own.
     pub send_concurrency: Adaptive,
     /// Marked batches buffered per shard. Default 10.
@@ -214,13 +214,9 @@ impl Limits {
     }
 
     /// The producer shards a term runs: the fixed count, or `"auto"`'s (see
-    /// [`Limits::send_concurrency`]) for this machine and publishing mode.
-    pub fn shards(&self, transactional: bool) -> usize {
-        self.send_concurrency.fixed().unwrap_or(if transactional {
-            AUTO_SHARDS_TRANSACTIONAL
-        } else {
-            auto_shards(cores())
-        })
+    /// [`Limits::send_concurrency`]) for this machine, in either publishing mode.
+    pub fn shards(&self) -> usize {
+        self.send_concurrency.or(auto_shards(cores()))
     }
 }
 

@@ -9,10 +9,9 @@ fn defaults_are_valid_and_adaptive_where_goharvest_fixed_them() {
     assert_eq!(c.limits.mark_query_records, Adaptive::Auto);
     // "auto" starts where goharvest's fixed defaults were.
     assert_eq!(c.limits.window_floor(), 1000);
-    // Transactional: 2 on every machine, and every term registers the ids of 8.
-    assert_eq!(c.limits.shards(true), 2);
+    // Either mode; a transactional term registers the ids of 8 whatever its count.
+    assert_eq!(c.limits.shards(), auto_shards(cores()));
     assert_eq!(super::publish::FENCED_SHARD_IDS, 8);
-    assert_eq!(c.limits.shards(false), auto_shards(cores()));
     assert_eq!(
         [1, 2, 3, 4, 8, 16, 64].map(auto_shards),
         [1, 1, 1, 2, 4, 8, 8]
@@ -431,7 +430,7 @@ fn auto_and_numbers_are_read_from_files_and_overrides() {
         ])
         .unwrap();
     assert_eq!(c.limits.max_in_flight_records, Adaptive::Auto);
-    assert_eq!(c.limits.shards(false), 3);
+    assert_eq!(c.limits.shards(), 3);
     let e = Config::default()
         .with_overrides([("limits.mark_query_records", "lots")])
         .unwrap_err()

@@ -476,7 +476,7 @@ impl Harvester {
             ),
             (t, _) => (
                 Routing::ByKey,
-                (0..self.config.limits.shards(t.is_some()))
+                (0..self.config.limits.shards())
                     .map(|i| t.as_ref().map(|t| t.shard_id(i)))
                     .collect(),
             ),
