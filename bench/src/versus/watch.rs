@@ -1,6 +1,6 @@
 //! Watching a drain from the database alone (neither relay's own counters: goharvest has no
 //! event stream), by the lowest id left in the table: a cheap probe of the primary key's index,
-//! ten a second. Both relays delete rows roughly in id order (oldest first per key, keys
+//! fifty a second. Both relays delete rows roughly in id order (oldest first per key, keys
 //! interleaved in the backlog), so the lowest id left is the drain's position give or take one
 //! in-flight window, and its first move is the first delete.
 //!

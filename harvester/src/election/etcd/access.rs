@@ -242,6 +242,16 @@ pub(crate) fn refusal(access: &Access, field: &str, e: &Error) -> Option<ConfigP
             "user",
             "etcd has authentication enabled; set user and password".into(),
         )
+    } else if access.tls.as_ref().is_some_and(|t| t.cert.is_none())
+        && (lower.contains("connection closed") || lower.contains("connection reset"))
+    {
+        // TLS 1.3: the client's side of the handshake completes before the server checks for
+        // a client certificate, so the server's "certificate required" alert can lose the race
+        // with its closing the connection, which is then all the client sees.
+        (
+            "tls.cert",
+            "the server closed the TLS connection; if it checks client certificates (--client-cert-auth), set tls.cert and tls.key".into(),
+        )
     } else if lower.contains("permission denied") {
         (
             "user",
@@ -326,5 +336,25 @@ mod tests {
             "connection refused".into(),
         ));
         assert!(refusal(&access, "leader", &down).is_none());
+        // A TLS connection closed on a client without a certificate: named as the likely fix.
+        let closed = Error::coordination("etcd", "grant")(etcd_client::Error::InvalidArgs(
+            "hyper::Error(Canceled, \"connection closed\")".into(),
+        ));
+        assert!(
+            refusal(&access, "leader", &closed).is_none(),
+            "no TLS: not a cert"
+        );
+        let no_cert = Access {
+            tls: Some(EtcdTls {
+                ca: Some("/ca.pem".into()),
+                cert: None,
+                key: None,
+            }),
+            ..Access::default()
+        };
+        assert_eq!(
+            refusal(&no_cert, "leader", &closed).unwrap().field,
+            "leader.tls.cert"
+        );
     }
 }
