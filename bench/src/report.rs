@@ -380,9 +380,13 @@ pub fn effective_settings(settings: &[(String, String)]) -> String {
                 } else {
                     "5 (librdkafka default), cut short for lone records"
                 }),
-                c.producer_kafka
-                    .get("delivery.timeout.ms")
-                    .map_or_else(|| format!("{} (leader succession - lease)", c.leader.delivery_timeout().as_millis()), str::to_owned)
+                if l.key_window() > 1 && !transactional {
+                    "0 (none: a key window above 1)".to_owned()
+                } else {
+                    c.producer_kafka
+                        .get("delivery.timeout.ms")
+                        .map_or_else(|| format!("{} (leader succession - lease)", c.leader.delivery_timeout().as_millis()), str::to_owned)
+                }
             )
         }
         Err(e) => format!("settings do not resolve: {e}"),

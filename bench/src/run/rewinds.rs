@@ -2,7 +2,7 @@
 //! to. A rewind is a step back in a key's deliveries (`testkit::verify`); its depth is how far
 //! back the key went.
 //!
-//! - **Any run, within the key window.** With `limits.max_in_flight_per_key` = W (64 by
+//! - **Any run, within the key window.** With `limits.max_in_flight_per_key` = W (1 by
 //!   default), a pipeline that restarts (a produce failure, a crash, a failover, a leader that
 //!   fenced itself on a loaded machine) sends a key's unpurged suffix again: at most W records,
 //!   so every rewind is less than W deep. With W = 1 a run shows none.

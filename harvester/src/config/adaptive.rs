@@ -34,8 +34,8 @@ pub const AUTO_BATCH_MAX: usize = 1000;
 /// half the CPU per record; each producer brings its own librdkafka threads, which earn their
 /// keep only with cores to run on. Transactional producers cost the broker per transaction
 /// (AddPartitionsToTxn, EndTxn, a marker per partition written), so fewer, larger transactions
-/// pay there too: on Kafka 4.1 here the transactional drain reached 0.99 of the idempotent one
-/// with 1 shard, 0.71 with 2 and 0.48 with 8 (RESULTS.md, issue 35). Members of one outbox may
+/// pay there too: on Kafka 4.1 here the transactional drain reached 0.99 and 0.84 of the
+/// idempotent one with 1 shard in two runs, 0.71 with 2 and 0.48-0.50 with 8 (RESULTS.md). Members of one outbox may
 /// run different counts: every transactional term registers the ids of 8 shards
 /// ([`super::publish::FENCED_SHARD_IDS`]), so any predecessor running up to 8 is fenced.
 pub fn auto_shards(cores: usize) -> usize {

@@ -130,8 +130,9 @@ pub struct Limits {
     /// Default `"auto"`: one per two cores, 1 to 8 (goharvest's default is 8), in either
     /// publishing mode: fewer, larger transactions cost the broker less. A transactional term
     /// registers the ids of 8 shards whatever its count, so members of one outbox may run
-    /// different counts and any predecessor running up to 8 is fenced. A number fixes it. Not used (and refused) in transactional mode with
-    /// a kind that shares by bucket: there each owned bucket is a producer of its own.
+    /// different counts and any predecessor running up to 8 is fenced. A number fixes it. Not
+    /// used (and refused) in transactional mode with a kind that shares by bucket: there each
+    /// owned bucket is a producer of its own.
     pub send_concurrency: Adaptive,
     /// Marked batches buffered per shard. Default 10.
     pub send_buffer: usize,
@@ -283,20 +284,26 @@ fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
         return p;
     }
     for key in PRODUCER_TIMEOUT_KEYS {
-        if config.producer_kafka.get(key).is_some() {
-            p.push(ConfigProblem::new(
-                format!("producer_kafka.\"{key}\""),
-                format!(
-                    "cannot be set with limits.max_in_flight_per_key = {window} in idempotent mode: a record that times out lets librdkafka write the key's later records without it (the gapless guarantee does not cover timeouts), and its re-send would then reorder the key; remove it (the harvester sets no timeout), set limits.max_in_flight_per_key = 1, or use publish.mode = \"transactional\""
-                ),
-            ));
+        for (map, kafka) in [
+            ("producer_kafka", &config.producer_kafka),
+            ("kafka", &config.kafka),
+        ] {
+            // "0" (no timeout) is what the harvester sets anyway.
+            if kafka.get(key).is_some_and(|v| v.trim() != "0") {
+                p.push(ConfigProblem::new(
+                    format!("{map}.\"{key}\""),
+                    format!(
+                        "cannot be set with limits.max_in_flight_per_key = {window} in idempotent mode: a record that times out lets librdkafka write the key's later records without it (the gapless guarantee does not cover timeouts), and its re-send would then reorder the key; remove it (the harvester sets no timeout), set limits.max_in_flight_per_key = 1, or use publish.mode = \"transactional\""
+                    ),
+                ));
+            }
         }
     }
-    if config.gapless() == Some(false) {
+    if let Some((map, false)) = config.gapless() {
         p.push(ConfigProblem::new(
-            "limits.max_in_flight_per_key",
+            format!("{map}.\"{GAPLESS}\""),
             format!(
-                "({window}) needs librdkafka's \"{GAPLESS}\", which a Kafka map sets to false: with more than one record of a key in flight, a failed record's successors could otherwise be delivered before its retry, reordering the key; remove that setting (the harvester sets it, and replaces a producer that cannot keep the order, re-sending in order), set limits.max_in_flight_per_key = 1, or use publish.mode = \"transactional\""
+                "cannot be false with limits.max_in_flight_per_key = {window} in idempotent mode: with more than one record of a key in flight, a failed record's successors could otherwise be delivered before its retry, reordering the key; remove it (the harvester sets it, and replaces a producer that cannot keep the order, re-sending in order), set limits.max_in_flight_per_key = 1, or use publish.mode = \"transactional\""
             ),
         ));
     }
@@ -452,6 +459,8 @@ impl Config {
                 c.set(k, v);
             }
             if self.unbounded_delivery() {
+                // Both names are one librdkafka setting: neither may be left to race the other.
+                c.remove("message.timeout.ms");
                 c.set("delivery.timeout.ms", "0");
             } else if PRODUCER_TIMEOUT_KEYS
                 .iter()
@@ -478,12 +487,17 @@ impl Config {
     }
 
     /// `enable.gapless.guarantee` as a Kafka map sets it (`producer_kafka` first), if one does.
-    fn gapless(&self) -> Option<bool> {
-        let v = self
-            .producer_kafka
-            .get(GAPLESS)
-            .or_else(|| self.kafka.get(GAPLESS))?;
-        Some(v.trim().eq_ignore_ascii_case("true"))
+    /// The map that sets it (`producer_kafka` first) and its value, read as librdkafka reads a
+    /// boolean ("true", "t", "1"; anything else is false).
+    fn gapless(&self) -> Option<(&'static str, bool)> {
+        let (map, v) = [
+            ("producer_kafka", &self.producer_kafka),
+            ("kafka", &self.kafka),
+        ]
+        .into_iter()
+        .find_map(|(map, kafka)| Some((map, kafka.get(GAPLESS)?)))?;
+        let v = v.trim().to_ascii_lowercase();
+        Some((map, matches!(v.as_str(), "true" | "t" | "1")))
     }
 
     /// Whether more than one record of a key may be in flight on an idempotent producer: the

@@ -152,9 +152,9 @@ impl TransactionalConfig {
     }
 }
 
-/// Shard ids every transactional term registers, used or not (`<id>-0` to `<id>-7`): a
-/// predecessor with up to this many shards (the default of earlier releases, and any count
-/// from `"auto"` to 8) is fenced on every one of its ids, so the shard count can be lowered
+/// Shard ids every transactional term routing by key registers, used or not (`<id>-0` to
+/// `<id>-7`): a predecessor with up to this many shards (any count `"auto"` gives) is fenced on
+/// every one of its ids, so the shard count can be lowered
 /// without leaving a stalled predecessor's higher ids able to commit. A fixed
 /// `limits.send_concurrency` above it registers its own ids; lowering such a count leaves the
 /// ids above the new count unfenced, so stop every member running the higher count first.

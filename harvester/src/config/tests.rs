@@ -187,10 +187,24 @@ fn a_key_window_refuses_what_would_let_a_key_reorder() {
     let problems = c.problems();
     let p = problems
         .iter()
-        .find(|p| p.field == "limits.max_in_flight_per_key")
+        .find(|p| p.field == "producer_kafka.\"enable.gapless.guarantee\"")
         .expect("a window of 64 without gapless must be refused");
-    assert!(p.message.contains("(64)"), "{}", p.message);
+    assert!(p.message.contains("= 64"), "{}", p.message);
     assert!(p.message.contains("reordering"), "{}", p.message);
+    // librdkafka's other spellings of true are no refusal.
+    c.producer_kafka = KafkaConfig::empty().set("enable.gapless.guarantee", "1");
+    c.validate().unwrap();
+    // Either map, either name of the timeout; "0" is what the harvester sets anyway.
+    c.producer_kafka = KafkaConfig::empty();
+    let kafka = c.kafka.clone();
+    c.kafka = kafka.clone().set("message.timeout.ms", "30000");
+    assert!(c
+        .problems()
+        .iter()
+        .any(|p| p.field == "kafka.\"message.timeout.ms\""));
+    c.kafka = kafka.clone().set("message.timeout.ms", "0");
+    c.validate().unwrap();
+    c.kafka = kafka;
     c.producer_kafka = KafkaConfig::empty().set("delivery.timeout.ms", "5000");
     let problems = c.problems();
     let p = problems
@@ -291,7 +305,8 @@ fn a_key_window_needs_no_gapless_guarantee_in_transactional_mode() {
     assert!(c
         .problems()
         .iter()
-        .any(|p| p.field == "limits.max_in_flight_per_key" && p.message.contains("transactional")));
+        .any(|p| p.field == "producer_kafka.\"enable.gapless.guarantee\""
+            && p.message.contains("transactional")));
     c.publish = transactional("orders");
     c.validate().unwrap();
 }

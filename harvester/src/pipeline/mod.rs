@@ -31,8 +31,9 @@
 //! guarantee, under which librdkafka fails the producer instead of writing past a record the
 //! broker refused (the pipeline then restarts with fresh producers and re-sends every unpurged
 //! row in id order), and with no message timeout: a timed-out record is outside that guarantee,
-//! and librdkafka would bump the producer's epoch and write the key's later records without it
-//! (seen on Kafka under load). A shard that still sees a record fail while a later record of its
+//! and librdkafka would bump the producer's epoch and write the key's later records without it.
+//! The cost: a broker problem fails no delivery there, so records wait (the failure warnings,
+//! metrics and the stuck-producer restart stay silent; the backlog's age shows it). A shard that still sees a record fail while a later record of its
 //! key is out purges its producer's queue and stops the pipeline just the same. First deliveries
 //! stay in order; what a consumer may see again, after newer records, is the key's unpurged
 //! suffix, at most the window (a rewind less deep than it). A crash replays the same.
@@ -43,9 +44,11 @@
 //! producers fence the predecessor's on the broker: a stalled leader that resumes can no longer
 //! write after its successor. Records go out in transactions (see [`txn`]); a row is purged
 //! when its transaction commits, and a failure aborts the transaction and resets every key it
-//! touched, so a key's window needs no gapless guarantee there. Members sharing the outbox by
-//! bucket cannot share shard ids: there each owned bucket is a shard with an id of its own,
-//! which follows the bucket to its next owner (see [`units`]).
+//! touched, so a key's window needs no gapless guarantee there. A term registers the ids of
+//! shards 0 to 7 even when it runs fewer (`publish::FENCED_SHARD_IDS`), so a predecessor that
+//! ran more is fenced on every id it used. Members sharing the outbox by bucket cannot share
+//! shard ids: there each owned bucket is a shard with an id of its own, which follows the
+//! bucket to its next owner (see [`units`]).
 //!
 //! ## Failures: re-do no more than correctness requires
 //! goharvest tears down every producer and re-marks everything on any failure. Here a failed

@@ -187,6 +187,22 @@ pub(crate) async fn connect(
 /// The setting at fault when the cluster refused this client (a TLS handshake, a login, a
 /// permission), as a problem naming it (`field`: the section); `None` for anything a retry may
 /// fix (an unreachable or starting server).
+/// What to add to an unreachable cluster's message when the last error was a TLS connection
+/// closed on a client without a certificate. TLS 1.3: the client's side of the handshake
+/// completes before the server checks for a client certificate, so the server's "certificate
+/// required" alert can lose the race with its closing the connection, which is then all the
+/// client sees. The same error is also what a restarting server gives, so it is a hint at the
+/// end of the attempts, never a refusal that stops them.
+pub(crate) fn closed_hint(access: &Access, field: &str, why: &str) -> String {
+    let lower = why.to_lowercase();
+    let closed = lower.contains("connection closed") || lower.contains("connection reset");
+    if closed && access.tls.as_ref().is_some_and(|t| t.cert.is_none()) {
+        format!("; if the server checks client certificates (--client-cert-auth), set {field}.tls.cert and {field}.tls.key")
+    } else {
+        String::new()
+    }
+}
+
 pub(crate) fn refusal(access: &Access, field: &str, e: &Error) -> Option<ConfigProblem> {
     if let Error::InvalidConfig(problems) = e {
         return problems.first().cloned();
@@ -241,16 +257,6 @@ pub(crate) fn refusal(access: &Access, field: &str, e: &Error) -> Option<ConfigP
         (
             "user",
             "etcd has authentication enabled; set user and password".into(),
-        )
-    } else if access.tls.as_ref().is_some_and(|t| t.cert.is_none())
-        && (lower.contains("connection closed") || lower.contains("connection reset"))
-    {
-        // TLS 1.3: the client's side of the handshake completes before the server checks for
-        // a client certificate, so the server's "certificate required" alert can lose the race
-        // with its closing the connection, which is then all the client sees.
-        (
-            "tls.cert",
-            "the server closed the TLS connection; if it checks client certificates (--client-cert-auth), set tls.cert and tls.key".into(),
         )
     } else if lower.contains("permission denied") {
         (
@@ -336,14 +342,11 @@ mod tests {
             "connection refused".into(),
         ));
         assert!(refusal(&access, "leader", &down).is_none());
-        // A TLS connection closed on a client without a certificate: named as the likely fix.
-        let closed = Error::coordination("etcd", "grant")(etcd_client::Error::InvalidArgs(
-            "hyper::Error(Canceled, \"connection closed\")".into(),
-        ));
-        assert!(
-            refusal(&access, "leader", &closed).is_none(),
-            "no TLS: not a cert"
-        );
+        // A TLS connection closed on a client without a certificate: a hint, never a refusal
+        // (a restarting server closes connections too).
+        let closed = "hyper::Error(Canceled, \"connection closed\")";
+        let closed_err =
+            Error::coordination("etcd", "grant")(etcd_client::Error::InvalidArgs(closed.into()));
         let no_cert = Access {
             tls: Some(EtcdTls {
                 ca: Some("/ca.pem".into()),
@@ -352,9 +355,12 @@ mod tests {
             }),
             ..Access::default()
         };
-        assert_eq!(
-            refusal(&no_cert, "leader", &closed).unwrap().field,
-            "leader.tls.cert"
+        assert!(refusal(&no_cert, "leader", &closed_err).is_none());
+        assert!(closed_hint(&no_cert, "leader", closed).contains("leader.tls.cert"));
+        assert!(
+            closed_hint(&access, "leader", closed).is_empty(),
+            "no TLS: no hint"
         );
+        assert!(closed_hint(&no_cert, "leader", "connection refused").is_empty());
     }
 }

@@ -86,8 +86,9 @@ async fn setup(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<(Campai
         Error::InvalidConfig(vec![ConfigProblem::new(
             "leader.endpoints",
             format!(
-                "cannot use etcd at {} within {bound:?} (connect_timeout): {why}; check the addresses and that etcd runs",
-                s.endpoint_list()
+                "cannot use etcd at {} within {bound:?} (connect_timeout): {why}; check the addresses and that etcd runs{}",
+                s.endpoint_list(),
+                super::access::closed_hint(&s.access, "leader", &why)
             ),
         )])
     };
