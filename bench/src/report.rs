@@ -380,7 +380,7 @@ pub fn effective_settings(settings: &[(String, String)]) -> String {
                 } else {
                     "5 (librdkafka default), cut short for lone records"
                 }),
-                if l.key_window() > 1 && !transactional {
+                if c.unbounded_delivery() {
                     "0 (none: a key window above 1)".to_owned()
                 } else {
                     c.producer_kafka

@@ -74,7 +74,7 @@ pub fn key_window_of(settings: &[(String, String)]) -> Result<u64, BenchError> {
     let pairs = settings.iter().map(|(k, v)| (k.as_str(), v.as_str()));
     harvester::Config::default()
         .with_overrides(pairs)
-        .map(|c| c.limits.key_window() as u64)
+        .map(|c| c.limits.max_in_flight_per_key as u64)
         .map_err(|e| BenchError::Run(format!("settings do not resolve: {e}")))
 }
 

@@ -80,7 +80,7 @@ impl Outcome {
             && self.drained
             && self.lost == 0
             && self.reordered == 0
-            && (self.rewinds == 0 || self.deepest_rewind < self.key_window)
+            && testkit::verify::within_window(self.rewinds, self.deepest_rewind, self.key_window)
             && self.unexpected == 0
     }
 }

@@ -199,11 +199,6 @@ impl Limits {
         self.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT)
     }
 
-    /// Records of one key in flight at once (`max_in_flight_per_key`).
-    pub fn key_window(&self) -> usize {
-        self.max_in_flight_per_key
-    }
-
     /// The least the in-flight window can be: the fixed value, or the floor of `"auto"`.
     pub fn window_floor(&self) -> usize {
         self.max_in_flight_records.or(AUTO_WINDOW_MIN)
@@ -266,7 +261,7 @@ fn producer_timeout_problems(config: &Config) -> Vec<ConfigProblem> {
 fn per_key_problems(config: &Config) -> Vec<ConfigProblem> {
     let l = &config.limits;
     let mut p = Vec::new();
-    let window = l.key_window();
+    let window = l.max_in_flight_per_key;
     if window <= 1 {
         return p;
     }
@@ -503,8 +498,8 @@ impl Config {
     /// Whether more than one record of a key may be in flight on an idempotent producer: the
     /// producers then run with the gapless guarantee and no message timeout (see
     /// [`Limits::max_in_flight_per_key`]).
-    pub(crate) fn unbounded_delivery(&self) -> bool {
-        self.limits.key_window() > 1 && self.publish.transactional().is_none()
+    pub fn unbounded_delivery(&self) -> bool {
+        self.limits.max_in_flight_per_key > 1 && self.publish.transactional().is_none()
     }
 
     /// Whether the outbox producers get `enable.gapless.guarantee = true` from the harvester: a

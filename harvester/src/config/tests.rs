@@ -159,7 +159,7 @@ fn a_key_window_comes_with_the_gapless_guarantee_and_no_message_timeout() {
             .map(str::to_owned)
     };
     let mut c = Config::default();
-    assert_eq!(c.limits.key_window(), 1);
+    assert_eq!(c.limits.max_in_flight_per_key, 1);
     // One record per key: librdkafka's default guarantee, and a delivery timeout below the
     // leader's succession.
     assert_eq!(producer(&c, "enable.gapless.guarantee"), None);

@@ -109,7 +109,7 @@ impl Shard {
         Shard {
             stall: Stall::new(ctx.limits.producer_stall_timeout),
             failures: FailureLog::default(),
-            keys: KeyQueues::new().with_window(ctx.limits.key_window()),
+            keys: KeyQueues::new().with_window(ctx.limits.max_in_flight_per_key),
             txn: ctx.transactions.clone().map(TxnState::new),
             ctx,
             producer,
@@ -272,7 +272,7 @@ impl Shard {
     /// Sends what the key may send now: its queued rows within the key's window
     /// (`limits.max_in_flight_per_key`; by default the front alone), unless it is blocked.
     async fn maybe_send(&mut self, key: &Key) -> Result<()> {
-        let one = self.ctx.limits.key_window() <= 1;
+        let one = self.ctx.limits.max_in_flight_per_key <= 1;
         loop {
             let Some(front) = self.keys.sendable(key) else {
                 return Ok(());

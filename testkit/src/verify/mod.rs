@@ -224,6 +224,12 @@ impl Verifier {
     }
 }
 
+/// Whether `rewinds` steps back, the deepest `deepest` seqs, are what a key window of `window`
+/// allows after a failure or a crash: none, or each less deep than the window.
+pub fn within_window(rewinds: u64, deepest: u64, window: u64) -> bool {
+    rewinds == 0 || deepest < window
+}
+
 /// The outcome of a verification.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
@@ -269,7 +275,7 @@ impl Report {
         self.lost == 0
             && self.reordered == 0
             && self.unexpected == 0
-            && (self.rewinds == 0 || self.deepest_rewind < window)
+            && within_window(self.rewinds, self.deepest_rewind, window)
     }
 
     /// Panics with the full report unless [`Report::is_correct_within_window`].
