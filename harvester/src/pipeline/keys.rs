@@ -151,8 +151,14 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
         self.index.get(&id)
     }
 
-    /// Queues a marked record in id order within its key.
+    /// Queues a marked record in id order within its key, marked now.
     pub fn admit(&mut self, record: OutboxRecord) -> Admitted {
+        self.admit_at(record, Instant::now())
+    }
+
+    /// Queues a marked record in id order within its key, marked at `now` (a batch reads the
+    /// clock once).
+    pub fn admit_at(&mut self, record: OutboxRecord, now: Instant) -> Admitted {
         if self.index.contains_key(&record.id) {
             return Admitted::Duplicate;
         }
@@ -183,7 +189,7 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
             Held {
                 record,
                 state: State::Queued,
-                marked_at: Instant::now(),
+                marked_at: now,
                 sent_at: None,
             },
         );

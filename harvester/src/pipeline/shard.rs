@@ -83,14 +83,23 @@ fn own_failure(
 
 /// Records the time from a row's `create_time` to its acknowledgement (in transactional mode,
 /// to its transaction's commit).
-fn observe_commit_to_ack(stats: &Stats, created: chrono::DateTime<chrono::Utc>) {
-    observe_seconds(&stats.commit_to_ack_seconds.0, chrono::Utc::now() - created);
+fn observe_commit_to_ack(
+    stats: &Stats,
+    now: chrono::DateTime<chrono::Utc>,
+    created: chrono::DateTime<chrono::Utc>,
+) {
+    observe_seconds(&stats.commit_to_ack_seconds.0, now - created);
 }
 
 /// Records a span between the database's clock (a row's `create_time`) and ours.
 fn observe_seconds(h: &crate::stats::histogram::Histogram, age: chrono::TimeDelta) {
     h.observe(age.num_microseconds().unwrap_or(0) as f64 / 1e6);
 }
+
+/// Most delivery reports one turn of the shard's loop handles: enough to amortise the turn
+/// under load, few enough that a cancellation or a purge's `Done` waits at most a few hundred
+/// microseconds behind them.
+const REPORTS_PER_TURN: usize = 256;
 
 /// How long a blocked key waits for its reset rows before a full re-mark is forced.
 const BLOCKED_PATIENCE: Duration = Duration::from_secs(30);
@@ -166,7 +175,7 @@ impl Shard {
                     if let Err(e) = self.on_done(d.ids).await { break Err(e); }
                 }
                 Some(report) = reports.recv() => {
-                    if let Err(e) = self.on_report(report).await { break Err(e); }
+                    if let Err(e) = self.on_reports(report, &mut reports).await { break Err(e); }
                 }
                 batch = batches.recv(), if draining.is_none() => match batch {
                     Some(ToShard::Records { mark, records }) => {
@@ -236,13 +245,14 @@ impl Shard {
         self.gone.batch_of(mark);
         let mut to_send = Vec::with_capacity(records.len());
         let now = chrono::Utc::now();
+        let at = Instant::now();
         for record in records {
             let created = record.create_time;
             let admitted = if self.gone.contains(record.id) {
                 // Read by a re-mark before its purge, finished here since: a stale copy.
                 Admitted::Duplicate
             } else {
-                self.keys.admit(record)
+                self.keys.admit_at(record, at)
             };
             match admitted {
                 Admitted::Duplicate => {
@@ -264,14 +274,16 @@ impl Shard {
             }
         }
         for key in to_send {
-            self.maybe_send(&key).await?;
+            self.maybe_send(&key, at).await?;
         }
         Ok(())
     }
 
     /// Sends what the key may send now: its queued rows within the key's window
     /// (`limits.max_in_flight_per_key`; by default the front alone), unless it is blocked.
-    async fn maybe_send(&mut self, key: &Key) -> Result<()> {
+    /// `now` is the caller's one clock reading for the batch it handles (the sends' time for
+    /// the stage metrics); leadership is still asked before every send.
+    async fn maybe_send(&mut self, key: &Key, now: Instant) -> Result<()> {
         let one = self.ctx.limits.max_in_flight_per_key <= 1;
         loop {
             let Some(front) = self.keys.sendable(key) else {
@@ -302,7 +314,6 @@ impl Shard {
             match self.producer.send(self.ctx.epoch, txn_seq, &front.record) {
                 Ok(()) => {
                     front.state = State::Sent;
-                    let now = Instant::now();
                     self.ctx
                         .stats
                         .marked_to_sent_seconds
@@ -337,7 +348,32 @@ impl Shard {
         }
     }
 
-    async fn on_report(&mut self, report: Report) -> Result<()> {
+    /// Handles `first` and the reports already waiting behind it, up to [`REPORTS_PER_TURN`],
+    /// with one clock reading: under load reports arrive in bursts, and a turn of the loop and
+    /// two clock readings per record were a measurable share of the drain's CPU.
+    async fn on_reports(
+        &mut self,
+        first: Report,
+        reports: &mut mpsc::UnboundedReceiver<Report>,
+    ) -> Result<()> {
+        let now = Instant::now();
+        let wall = chrono::Utc::now();
+        self.on_report(first, now, wall).await?;
+        for _ in 1..REPORTS_PER_TURN {
+            let Ok(report) = reports.try_recv() else {
+                break;
+            };
+            self.on_report(report, now, wall).await?;
+        }
+        Ok(())
+    }
+
+    async fn on_report(
+        &mut self,
+        report: Report,
+        now: Instant,
+        wall: chrono::DateTime<chrono::Utc>,
+    ) -> Result<()> {
         let txn_seq = self.txn.as_ref().map_or(0, TxnState::seq);
         if report.tag.epoch != self.ctx.epoch
             || report.tag.txn != txn_seq
@@ -349,7 +385,6 @@ impl Shard {
             Ok(()) if self.txn.is_some() => {
                 // In the open transaction, not yet visible: the commit purges it.
                 self.outstanding = self.outstanding.saturating_sub(1);
-                let now = Instant::now();
                 self.recovered(now);
                 if let Some(sent) = self.keys.held_mut(report.tag.id).and_then(|h| h.sent_at) {
                     self.ctx.observe_publish(now - sent);
@@ -365,13 +400,12 @@ impl Shard {
                     h.state = State::Purging;
                     (h.sent_at, h.record.create_time)
                 });
-                let now = Instant::now();
                 self.recovered(now);
                 if let Some((sent_at, created)) = timing {
                     if let Some(sent) = sent_at {
                         self.ctx.observe_publish(now - sent);
                     }
-                    observe_commit_to_ack(&self.ctx.stats, created);
+                    observe_commit_to_ack(&self.ctx.stats, wall, created);
                 }
                 let msg = ToPurger::Acked {
                     shard: self.producer.shard,
@@ -586,8 +620,9 @@ impl Shard {
                 .in_flight_keys
                 .fetch_sub(emptied, Ordering::Relaxed);
         }
+        let now = Instant::now();
         for key in next {
-            self.maybe_send(&key).await?;
+            self.maybe_send(&key, now).await?;
         }
         Ok(())
     }
@@ -686,8 +721,9 @@ impl Shard {
                 .observe_duration(started.elapsed());
         }
         // Every record of the transaction was delivered: their reports are queued already.
+        let (at, wall) = (Instant::now(), chrono::Utc::now());
         while let Ok(report) = reports.try_recv() {
-            self.on_report(report).await?;
+            self.on_report(report, at, wall).await?;
         }
         let ctx = Arc::clone(&self.ctx);
         let stats = &ctx.stats;
@@ -705,11 +741,11 @@ impl Shard {
             let created = h.record.create_time;
             acked += 1;
             self.attempts.remove(&id);
-            observe_commit_to_ack(stats, created);
+            observe_commit_to_ack(stats, wall, created);
             let msg = ToPurger::Acked {
                 shard: self.producer.shard,
                 id,
-                at: Instant::now(),
+                at,
             };
             self.purger
                 .send(msg)
@@ -718,8 +754,9 @@ impl Shard {
         }
         Stats::add(&stats.published, acked);
         // Keys that waited for room in a transaction.
+        let now = Instant::now();
         for key in std::mem::take(&mut self.retry) {
-            self.maybe_send(&key).await?;
+            self.maybe_send(&key, now).await?;
         }
         Ok(())
     }
@@ -937,8 +974,9 @@ impl Shard {
             .fetch_add(queued - self.queue_reported, Ordering::Relaxed);
         self.queue_reported = queued;
         if !draining {
+            let now = Instant::now();
             for key in std::mem::take(&mut self.retry) {
-                self.maybe_send(&key).await?;
+                self.maybe_send(&key, now).await?;
             }
         } else {
             self.retry.clear();
