@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: provisions Postgres and the embedded broker (stopping afterwards only what
 # it started), then runs the whole workspace's tests and the doctests (the library's and the
-# README's examples). Extra arguments go to `cargo test`.
+# README's examples), and the embedding example once. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Kafka-heavy integration tests share 2 cores; two at a time keeps timing-sensitive ones honest.
@@ -15,7 +15,14 @@ cargo test --workspace --doc "$@"
 # panic messages: on a failure they are printed once more, last.
 log=$(mktemp -t harvester-tests.XXXXXX)
 set +e
-scripts/with-services.sh cargo test --workspace --all-targets "$@" 2>&1 | tee "$log"
+# Then the embedding example once, against the same services: it writes 50 orders and exits
+# non-zero unless the harvester it embeds published and purged them all.
+# shellcheck disable=SC2016
+scripts/with-services.sh bash -c '
+  cargo test --workspace --all-targets "$@"; rc=$?
+  echo "== test.sh: the embedding example, once (harvester/examples/embedded_service.rs)"
+  EXAMPLE_ORDERS=50 cargo run -q -p harvester --example embedded_service || rc=1
+  exit "$rc"' test.sh "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 if [ "$rc" -ne 0 ]; then
