@@ -60,35 +60,6 @@ async fn drain(store: &PgStore, leader: Uuid, batch: usize) -> Vec<i64> {
     }
 }
 
-/// A mark commits without waiting for its WAL flush (store/postgres/sql/mark_native.sql), for
-/// its own transaction alone: the connection it ran on stays durable for what runs next (a
-/// purge must never commit asynchronously).
-#[tokio::test]
-async fn a_mark_leaves_its_connection_durable() {
-    let db = TestDb::new("floor_durable").await.unwrap();
-    let one = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect(db.url())
-        .await
-        .unwrap();
-    let outbox = OutboxConfig {
-        table: TableName::parse(&format!("{}.outbox", db.schema)).unwrap(),
-        ..OutboxConfig::default()
-    };
-    let store = PgStore::on(one.clone(), &outbox);
-    store.migrate().await.unwrap();
-    let written = write(&store, 3, "k").await;
-    assert_eq!(ids(&store.mark(Uuid::new_v4(), 10).await.unwrap()), written);
-    let setting: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
-        .fetch_one(&one)
-        .await
-        .unwrap();
-    assert_eq!(setting, "on", "the mark's setting outlived its transaction");
-    assert_eq!(store.purge(&written).await.unwrap(), 3);
-    one.close().await;
-    db.close().await.unwrap();
-}
-
 #[tokio::test]
 async fn marks_skip_the_purged_head_when_no_writer_is_open() {
     let db = TestDb::new("floor_head").await.unwrap();

@@ -273,8 +273,9 @@ impl Shard {
                 }
             }
         }
+        let mut now = at;
         for key in to_send {
-            self.maybe_send(&key, at).await?;
+            self.maybe_send(&key, &mut now).await?;
         }
         Ok(())
     }
@@ -282,8 +283,9 @@ impl Shard {
     /// Sends what the key may send now: its queued rows within the key's window
     /// (`limits.max_in_flight_per_key`; by default the front alone), unless it is blocked.
     /// `now` is the caller's one clock reading for the batch it handles (the sends' time for
-    /// the stage metrics); leadership is still asked before every send.
-    async fn maybe_send(&mut self, key: &Key, now: Instant) -> Result<()> {
+    /// the stage metrics and the adaptive window), read again after a failure was handled (which
+    /// may wait); leadership is still asked before every send.
+    async fn maybe_send(&mut self, key: &Key, now: &mut Instant) -> Result<()> {
         let one = self.ctx.limits.max_in_flight_per_key <= 1;
         loop {
             let Some(front) = self.keys.sendable(key) else {
@@ -318,8 +320,8 @@ impl Shard {
                         .stats
                         .marked_to_sent_seconds
                         .0
-                        .observe_duration(now - front.marked_at);
-                    front.sent_at = Some(now);
+                        .observe_duration(*now - front.marked_at);
+                    front.sent_at = Some(*now);
                     self.outstanding += 1;
                     self.sent_now += 1;
                     let id = front.record.id;
@@ -342,7 +344,9 @@ impl Shard {
                         // is blamed for it.
                         txn.sent(id);
                     }
-                    return self.on_failure(id, &e).await;
+                    let handled = self.on_failure(id, &e).await;
+                    *now = Instant::now();
+                    return handled;
                 }
             }
         }
@@ -620,9 +624,9 @@ impl Shard {
                 .in_flight_keys
                 .fetch_sub(emptied, Ordering::Relaxed);
         }
-        let now = Instant::now();
+        let mut now = Instant::now();
         for key in next {
-            self.maybe_send(&key, now).await?;
+            self.maybe_send(&key, &mut now).await?;
         }
         Ok(())
     }
@@ -754,9 +758,9 @@ impl Shard {
         }
         Stats::add(&stats.published, acked);
         // Keys that waited for room in a transaction.
-        let now = Instant::now();
+        let mut now = Instant::now();
         for key in std::mem::take(&mut self.retry) {
-            self.maybe_send(&key, now).await?;
+            self.maybe_send(&key, &mut now).await?;
         }
         Ok(())
     }
@@ -974,9 +978,9 @@ impl Shard {
             .fetch_add(queued - self.queue_reported, Ordering::Relaxed);
         self.queue_reported = queued;
         if !draining {
-            let now = Instant::now();
+            let mut now = Instant::now();
             for key in std::mem::take(&mut self.retry) {
-                self.maybe_send(&key, now).await?;
+                self.maybe_send(&key, &mut now).await?;
             }
         } else {
             self.retry.clear();

@@ -145,36 +145,3 @@ impl Statements {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Only the marks commit without a WAL flush, each for its own transaction alone (`true`:
-    /// `SET LOCAL`), so the purges, resets and quarantines run later on the same connection
-    /// stay durable.
-    #[test]
-    fn only_the_marks_commit_without_a_flush_and_only_for_their_own_transaction() {
-        let table = TableName::parse("s.outbox").unwrap();
-        let quarantine = TableName::parse("s.outbox_quarantine").unwrap();
-        let async_commit = "set_config('synchronous_commit', 'off', true)";
-        for shape in [Shape::Native, Shape::Goharvest] {
-            let s = Statements::new(&table, &quarantine, shape);
-            for mark in [&s.mark, &s.mark_scoped, &s.mark_all_buckets] {
-                assert!(mark.contains(async_commit), "{shape:?}: {mark}");
-            }
-            for durable in [
-                &s.purge,
-                &s.reset,
-                &s.quarantine,
-                &s.stash,
-                &s.layout_record,
-            ] {
-                assert!(
-                    !durable.contains("synchronous_commit"),
-                    "{shape:?}: {durable}"
-                );
-            }
-        }
-    }
-}

@@ -1,14 +1,12 @@
 -- Mark, goharvest table shape: text key/value and text header arrays. The floor ($3), the array
--- pick, the picked count, the scope (with its layout guard) and the commit without a WAL flush
--- are as in mark_native.sql.
+-- pick, the picked count and the scope (with its layout guard) are as in mark_native.sql.
 WITH picked AS MATERIALIZED (
     SELECT ARRAY(
         SELECT id FROM {{outbox}}
         WHERE id >= $3 AND (leader_id IS NULL OR leader_id <> $1){{scope}}
         ORDER BY id
         LIMIT $2
-    ) AS ids,
-    set_config('synchronous_commit', 'off', true) AS async_commit
+    ) AS ids
 ),
 marked AS (
     UPDATE {{outbox}} SET leader_id = $1

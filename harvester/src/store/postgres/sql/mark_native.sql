@@ -8,21 +8,13 @@
 -- condition is empty for the whole table; a scoped mark (mark_scoped) puts there
 -- `AND <the row's bucket> = ANY($4)` (bucket_native.sql), $5 the bucket count, and a guard that
 -- $5 is the count recorded in the layout table (migrations/0005_layout.sql).
--- The mark commits without waiting for its WAL flush (synchronous_commit off for this statement's
--- transaction alone): a durable mark buys no guarantee. A mark a server crash loses belongs to a
--- row not yet purged (a purge's durable commit flushes every earlier mark); after the restart the
--- next mark scans from the head (the server's start time changed, cursor.rs) and marks it again,
--- and a row still held is recognised and not sent twice (pipeline/gone.rs). Waiting cost a flush
--- (~1.2 ms here) per mark on every record's way to Kafka. Purges, resets and quarantines stay
--- durable.
 WITH picked AS MATERIALIZED (
     SELECT ARRAY(
         SELECT id FROM {{outbox}}
         WHERE id >= $3 AND (leader_id IS NULL OR leader_id <> $1){{scope}}
         ORDER BY id
         LIMIT $2
-    ) AS ids,
-    set_config('synchronous_commit', 'off', true) AS async_commit
+    ) AS ids
 ),
 marked AS (
     UPDATE {{outbox}} SET leader_id = $1
