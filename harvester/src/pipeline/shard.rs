@@ -244,15 +244,15 @@ impl Shard {
     async fn on_batch(&mut self, mark: u64, records: Vec<OutboxRecord>) -> Result<()> {
         self.gone.batch_of(mark);
         let mut to_send = Vec::with_capacity(records.len());
-        let now = chrono::Utc::now();
-        let at = Instant::now();
+        let wall = chrono::Utc::now();
+        let mut now = Instant::now();
         for record in records {
             let created = record.create_time;
             let admitted = if self.gone.contains(record.id) {
                 // Read by a re-mark before its purge, finished here since: a stale copy.
                 Admitted::Duplicate
             } else {
-                self.keys.admit_at(record, at)
+                self.keys.admit_at(record, now)
             };
             match admitted {
                 Admitted::Duplicate => {
@@ -262,7 +262,7 @@ impl Shard {
                     self.ctx.release(1);
                 }
                 Admitted::Queued { key, new_key } => {
-                    observe_seconds(&self.ctx.stats.commit_to_marked_seconds.0, now - created);
+                    observe_seconds(&self.ctx.stats.commit_to_marked_seconds.0, wall - created);
                     if new_key {
                         self.ctx
                             .stats
@@ -273,7 +273,6 @@ impl Shard {
                 }
             }
         }
-        let mut now = at;
         for key in to_send {
             self.maybe_send(&key, &mut now).await?;
         }
