@@ -117,6 +117,7 @@ pub mod pem;
 
 pub mod assign;
 pub mod config;
+mod coordination;
 pub mod election;
 pub mod events;
 mod harvester;

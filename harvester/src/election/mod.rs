@@ -15,12 +15,9 @@ mod background;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod mock;
-pub(crate) mod naming;
 #[cfg(feature = "nats")]
 pub mod nats_kv;
 pub mod neli;
-#[cfg(any(feature = "nats", feature = "zookeeper", feature = "etcd"))]
-pub(crate) mod thread;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::assign::{Buckets, DEFAULT_BUCKETS};
-use crate::election::neli::{self, NeliConfig};
+use crate::coordination::neli::{self, NeliConfig};
 use crate::error::ConfigProblem;
 use crate::kafka::KafkaConfig;
 

@@ -18,8 +18,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientConfig, TopicPartitionList};
 
 use super::Shared;
-use crate::election::neli::generation;
-use crate::election::neli::refusal::{consumer_wants, refused};
+use crate::coordination::neli::generation;
+use crate::coordination::neli::refusal::{consumer_wants, refused};
 use crate::election::wait_ack_blocking;
 use crate::error::Error;
 use crate::Result;
@@ -112,10 +112,10 @@ pub(crate) fn run(
     while !shared.stop.load(Ordering::SeqCst) {
         shared.stalled();
         match consumer.poll(config.min_poll_interval) {
-            Some(Err(e)) if crate::election::neli::session::is_refused_session(&e) => {
+            Some(Err(e)) if crate::coordination::neli::session::is_refused_session(&e) => {
                 // The pulse thread stops with this thread.
                 shared.stop.store(true, Ordering::SeqCst);
-                return Err(crate::election::neli::session::refused(
+                return Err(crate::coordination::neli::session::refused(
                     kafka,
                     "leader",
                     config.session_timeout(),

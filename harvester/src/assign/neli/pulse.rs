@@ -21,8 +21,8 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use super::topic::HeartbeatProducer;
 use super::{group, topic, Shared};
-use crate::election::neli::heartbeat::{now_ms, Heartbeat};
-use crate::election::neli::refusal::{consumer_wants, refused, HeartbeatContext};
+use crate::coordination::neli::heartbeat::{now_ms, Heartbeat};
+use crate::coordination::neli::refusal::{consumer_wants, refused, HeartbeatContext};
 use crate::error::Error;
 use crate::kafka::KafkaConfig;
 use crate::Result;

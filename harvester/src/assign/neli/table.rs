@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::config::Resolved;
 use crate::assign::{Ack, AssignmentEvent, Buckets};
-use crate::election::neli::heartbeat::Heartbeat;
+use crate::coordination::neli::heartbeat::Heartbeat;
 use crate::election::{ElectorState, Term};
 
 /// One held partition.
@@ -346,14 +346,14 @@ impl Table {
 /// The exclusive elector's quiet period: how long after another member's last leading heartbeat
 /// (and here also after this member's first heartbeat read back) a term may start.
 fn quiet(config: &Resolved) -> Duration {
-    crate::election::neli::pulser::quiet(&config.neli)
+    crate::coordination::neli::quiet(&config.neli)
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::config::NeliAssignorConfig;
     use super::*;
-    use crate::election::neli::heartbeat::now_ms;
+    use crate::coordination::neli::heartbeat::now_ms;
 
     const HT: Duration = Duration::from_millis(400);
 

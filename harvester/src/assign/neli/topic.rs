@@ -14,8 +14,8 @@ use std::time::Duration;
 use rdkafka::producer::{BaseProducer, Producer};
 
 use super::config::Resolved;
-use crate::election::neli::create::create_topic;
-use crate::election::neli::refusal::{create_refused, HeartbeatContext};
+use crate::coordination::neli::create::create_topic;
+use crate::coordination::neli::refusal::{create_refused, HeartbeatContext};
 use crate::error::{ConfigProblem, Error};
 use crate::kafka::KafkaConfig;
 use crate::Result;

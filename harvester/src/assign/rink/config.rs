@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::assign::DEFAULT_BUCKETS;
-use crate::election::etcd::keeper::LeaseTiming;
-use crate::election::etcd::{access_problems, timing_problems, Access, EtcdTls};
-use crate::election::naming::{self, binary_name, sanitise};
+use crate::coordination::etcd::keeper::LeaseTiming;
+use crate::coordination::etcd::{access_problems, timing_problems, Access, EtcdTls};
+use crate::coordination::naming::{self, binary_name, sanitise};
 use crate::error::ConfigProblem;
 use crate::secret::Secret;
 

@@ -26,8 +26,8 @@ use super::leader::Leader;
 use super::ownership::{Lifecycle, Ownership};
 use super::store::{self, Joined, Snapshot};
 use crate::assign::Buckets;
-use crate::election::etcd::backoff::Backoff;
-use crate::election::etcd::keeper::Keeper;
+use crate::coordination::etcd::backoff::Backoff;
+use crate::coordination::etcd::keeper::Keeper;
 use crate::error::{chain, ConfigProblem, Error};
 use crate::Result;
 
@@ -108,7 +108,7 @@ impl Member {
             match tokio::time::timeout_at(deadline, attempt).await {
                 Ok(Ok(v)) => break v,
                 // A refused handshake or login will be refused again: name the setting now.
-                Ok(Err(e)) => match crate::election::etcd::refusal(&s.access, "leader", &e) {
+                Ok(Err(e)) => match crate::coordination::etcd::refusal(&s.access, "leader", &e) {
                     Some(problem) => return Err(Error::InvalidConfig(vec![problem])),
                     None if store::is_fatal(&e) => return Err(endpoints(chain(&e))),
                     None => last = chain(&e),

@@ -138,7 +138,7 @@ fn spawn(
     closed: watch::Sender<ClosedState>,
     mut stalls: mpsc::UnboundedReceiver<Duration>,
 ) -> Result<()> {
-    crate::election::thread::spawn_with_runtime("rink-member", "rink member", move |runtime| {
+    crate::coordination::thread::spawn_with_runtime("rink-member", "rink member", move |runtime| {
         let runtime = match runtime {
             Ok(rt) => rt,
             Err(e) => {

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
 use crate::assign::{AssignmentEvent, Buckets};
-use crate::election::etcd::keeper::LeaseHolder;
+use crate::coordination::etcd::keeper::LeaseHolder;
 use crate::election::Ack;
 
 /// Where the assignor is in its life.

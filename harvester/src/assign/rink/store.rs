@@ -58,7 +58,7 @@ pub fn is_lease_gone(e: &Error) -> bool {
 
 /// A client for the endpoints (lazy: nothing is sent until the first request).
 pub async fn connect(settings: &Resolved) -> Result<Client> {
-    crate::election::etcd::connect(
+    crate::coordination::etcd::connect(
         &settings.endpoints,
         &settings.access,
         "leader",

@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 use etcd_client::Client;
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::Backoff;
-use super::keeper::Keeper;
+use super::lease;
 use super::state::Shared;
 use super::store::{self, Candidacy, Change, Standing};
 use super::sweeper::Sweeper;
+use crate::coordination::etcd::backoff::Backoff;
+use crate::coordination::etcd::keeper::Keeper;
 use crate::election::{Ack, Term};
 use crate::error::{chain, Error};
 use crate::Result;
@@ -406,7 +407,7 @@ impl Campaign {
             );
         }
         self.shared.begin_lease(granted.id, sent + s.lease);
-        self.keeper = Keeper::for_elector(Arc::clone(&self.shared), client.clone(), granted.id);
+        self.keeper = lease::keep(Arc::clone(&self.shared), client.clone(), granted.id);
         self.client = client;
         tracing::info!(member = %s.name, lease = %format!("{:x}", granted.id), "new lease");
         Ok(())

@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 #[cfg(test)]
-use super::access::endpoint_problem;
-use super::access::{access_problems, Access, EtcdTls};
-use crate::election::naming;
+use crate::coordination::etcd::endpoint_problem;
+use crate::coordination::etcd::{access_problems, timing_problems, Access, EtcdTls};
+use crate::coordination::naming;
 use crate::error::ConfigProblem;
 use crate::secret::Secret;
 
@@ -79,35 +79,9 @@ impl Default for EtcdConfig {
 const MIN_TTL: Duration = Duration::from_secs(2);
 const MAX_TTL: Duration = Duration::from_secs(3600);
 const MAX_DEFAULT_REVOKE: Duration = Duration::from_secs(30);
-const MAX_REVOKE: Duration = Duration::from_secs(600);
 
 fn default_prefix() -> String {
     format!("/harvester/election/{}", naming::binary_name())
-}
-
-/// Problems with the two timings every etcd member has beside its TTL (the elector's and Rink's
-/// checks share it): a revoke timeout above zero and at most [`MAX_REVOKE`], a connect timeout
-/// of 100 ms to 5 min.
-pub(crate) fn timing_problems(
-    revoke_timeout: Option<Duration>,
-    connect_timeout: Duration,
-    problem: &mut impl FnMut(&str, String),
-) {
-    if let Some(rt) = revoke_timeout {
-        if rt.is_zero() || rt > MAX_REVOKE {
-            problem(
-                "revoke_timeout",
-                format!("is {rt:?}; use above zero and at most 10m, or leave it unset for 2x ttl"),
-            );
-        }
-    }
-    let ct = connect_timeout;
-    if ct < Duration::from_millis(100) || ct > Duration::from_secs(300) {
-        problem(
-            "connect_timeout",
-            format!("is {ct:?}; use 100ms to 5m (5s is the default)"),
-        );
-    }
 }
 
 /// What is wrong with a prefix, if anything.

@@ -26,11 +26,9 @@
 //! Deleting a leader's key or revoking its lease from outside is a forced take-over: the
 //! member fences as soon as it hears of it, but the successor may act in the same moment.
 
-mod access;
-pub(crate) mod backoff;
 mod campaign;
 mod config;
-pub(crate) mod keeper;
+mod lease;
 mod start;
 mod state;
 mod store;
@@ -43,9 +41,7 @@ use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use access::{access_problems, connect, refusal};
-pub use access::{Access, EtcdTls};
-pub(crate) use config::timing_problems;
+pub use crate::coordination::etcd::{Access, EtcdTls};
 pub use config::{EtcdConfig, Resolved};
 
 use super::{Elector, ElectorState, EventStream, Term};

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::access::refusal;
 use super::campaign::{Campaign, End};
-use super::keeper::Keeper;
+use super::lease;
 use super::state::Shared;
 use super::store::{self, Candidacy};
+use crate::coordination::etcd::{closed_hint, refusal};
 use crate::election::ClosedState;
 use crate::error::{chain, ConfigProblem, Error};
 use crate::Result;
@@ -30,15 +30,17 @@ pub(crate) fn spawn(
     ready: oneshot::Sender<Result<()>>,
     closed: watch::Sender<ClosedState>,
 ) -> Result<()> {
-    crate::election::thread::spawn_with_runtime("etcd-elector", "etcd elector", move |runtime| {
-        match runtime {
+    crate::coordination::thread::spawn_with_runtime(
+        "etcd-elector",
+        "etcd elector",
+        move |runtime| match runtime {
             Ok(rt) => rt.block_on(run(shared, stop, ready, closed)),
             Err(e) => {
                 shared.finish();
                 let _ = ready.send(Err(e));
             }
-        }
-    })
+        },
+    )
 }
 
 async fn run(
@@ -88,7 +90,7 @@ async fn setup(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<(Campai
             format!(
                 "cannot use etcd at {} within {bound:?} (connect_timeout): {why}; check the addresses and that etcd runs{}",
                 s.endpoint_list(),
-                super::access::closed_hint(&s.access, "leader", &why)
+                closed_hint(&s.access, "leader", &why)
             ),
         )])
     };
@@ -129,7 +131,7 @@ async fn setup(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<(Campai
         )]));
     }
     shared.begin_lease(granted.id, sent + s.lease);
-    let keeper = Keeper::for_elector(Arc::clone(shared), client.clone(), granted.id);
+    let keeper = lease::keep(Arc::clone(shared), client.clone(), granted.id);
     let mut campaign = Campaign::new(Arc::clone(shared), stop.clone(), client, keeper);
     let entered = tokio::time::timeout_at(deadline, campaign.enter()).await;
     let failure = match entered {

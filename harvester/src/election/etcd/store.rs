@@ -79,7 +79,7 @@ pub(crate) fn is_lease_gone(e: &Error) -> bool {
 /// A client for the endpoints. Connecting is lazy: nothing is sent until the first request,
 /// which the caller bounds.
 pub(crate) async fn connect(settings: &Resolved) -> Result<Client> {
-    super::access::connect(
+    crate::coordination::etcd::connect(
         &settings.endpoints,
         &settings.access,
         "leader",

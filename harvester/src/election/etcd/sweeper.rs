@@ -13,9 +13,9 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::backoff::Backoff;
 use super::state::Shared;
 use super::store;
+use crate::coordination::etcd::backoff::Backoff;
 use crate::error::chain;
 
 /// How many given-up leases are remembered (the oldest has long expired by then).

@@ -29,14 +29,16 @@ pub(crate) fn spawn(
     closed: watch::Sender<ClosedState>,
     ready: oneshot::Sender<Result<()>>,
 ) -> Result<()> {
-    crate::election::thread::spawn_with_runtime("nats-kv-elector", "nats elector", move |runtime| {
-        match runtime {
+    crate::coordination::thread::spawn_with_runtime(
+        "nats-kv-elector",
+        "nats elector",
+        move |runtime| match runtime {
             Ok(rt) => rt.block_on(run(shared, events, closed, ready)),
             Err(e) => {
                 let _ = ready.send(Err(e));
             }
-        }
-    })
+        },
+    )
 }
 
 async fn run(

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::access::{access_problems, Access, NatsTls};
-use crate::election::naming;
+use crate::coordination::naming;
 use crate::error::ConfigProblem;
 use crate::secret::Secret;
 

@@ -18,14 +18,7 @@
 //!   each other forever ([`heartbeat::Heartbeat::outranks`]). Brokers whose coordinators hand
 //!   partition 0 to a new member before revoking the old one (tansu) otherwise give two leaders.
 
-mod config;
-pub(crate) mod create;
-pub(crate) use config::kafka_problems;
-pub(crate) mod generation;
-pub mod heartbeat;
-pub(crate) mod pulser;
-pub(crate) mod refusal;
-pub(crate) mod session;
+mod pulser;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,7 +27,9 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-pub use config::{sanitise, NeliConfig, Resolved};
+pub use crate::coordination::neli::heartbeat;
+pub(crate) use crate::coordination::neli::kafka_problems;
+pub use crate::coordination::neli::{sanitise, NeliConfig, Resolved};
 
 use super::{ElectionEvent, Elector, ElectorState, EventStream, Term};
 use crate::error::{ConfigProblem, Error};
@@ -108,7 +103,7 @@ impl Neli {
     pub fn start(kafka: &KafkaConfig, config: &NeliConfig) -> Result<Neli> {
         let mut problems: Vec<ConfigProblem> = config.problems("leader");
         let resolved = config.resolve();
-        problems.extend(config::kafka_problems(kafka, &resolved, "kafka"));
+        problems.extend(kafka_problems(kafka, &resolved, "kafka"));
         if !problems.is_empty() {
             return Err(Error::InvalidConfig(problems));
         }

@@ -19,9 +19,12 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, TopicPartitionList};
 use tokio::sync::watch;
 
-use super::heartbeat::{now_ms, Heartbeat};
-use super::refusal::{consumer_wants, create_refused, refused, HeartbeatContext};
 use super::Shared;
+use crate::coordination::neli::heartbeat::{now_ms, Heartbeat};
+use crate::coordination::neli::refusal::{
+    consumer_wants, create_refused, refused, HeartbeatContext,
+};
+use crate::coordination::neli::{create, generation, quiet, session};
 use crate::election::{wait_ack_blocking, Ack, ElectionEvent, ElectorState, Term};
 use crate::error::Error;
 use crate::kafka::KafkaConfig;
@@ -88,7 +91,7 @@ impl ConsumerContext for NeliContext {
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(tpl) if holds_partition_zero(tpl, &self.shared.config.topic) => {
-                self.assigned(super::generation::of(consumer));
+                self.assigned(generation::of(consumer));
             }
             Rebalance::Error(e) => {
                 tracing::warn!(member = %self.shared.config.name, "rebalance error: {e}")
@@ -182,12 +185,8 @@ fn run(
                     if let Some(refusal) = refused(kafka, &e, wanted) {
                         return Err(refusal);
                     }
-                    if super::session::is_refused_session(&e) {
-                        return Err(super::session::refused(
-                            kafka,
-                            "leader",
-                            config.session_timeout(),
-                        ));
+                    if session::is_refused_session(&e) {
+                        return Err(session::refused(kafka, "leader", config.session_timeout()));
                     }
                     if last_error_log.elapsed() > Duration::from_secs(5) {
                         tracing::warn!(member = %config.name, "leader-topic consumer: {e}");
@@ -234,16 +233,6 @@ fn run(
     let _ = producer.flush(Duration::from_secs(1));
     tracing::info!(member = %config.name, "neli closed");
     Ok(())
-}
-
-/// How long after another member's last heartbeat saying it led this member may start a term.
-/// The other member stops leading when it reads this member's (outranking) heartbeat or loses
-/// partition 0, and says so in its next heartbeat, one poll interval later; two poll intervals
-/// plus 100 ms for the round trip through the broker cover that, assuming the other member polls
-/// as often. Without a recent leading peer (a crash a session ago, an orderly hand-off), a term
-/// starts with the first own heartbeat read back.
-pub(crate) fn quiet(config: &super::Resolved) -> Duration {
-    config.min_poll_interval * 2 + Duration::from_millis(100)
 }
 
 fn on_heartbeat(shared: &Shared, hb: &Heartbeat) {
@@ -372,7 +361,7 @@ fn ensure_topic<C: ProducerContext>(
     if exists {
         return Ok(());
     }
-    let created = super::create::create_topic(kafka, topic, 1, timeout);
+    let created = create::create_topic(kafka, topic, 1, timeout);
     match created {
         Ok(()) => tracing::info!(topic, "created the leader topic"),
         Err((e, Some(code))) if code == RDKafkaErrorCode::TopicAuthorizationFailed => {

@@ -124,7 +124,7 @@ fn spawn_thread(
     entered: oneshot::Sender<()>,
     closed: watch::Sender<super::ClosedState>,
 ) -> Result<()> {
-    crate::election::thread::spawn_with_runtime(
+    crate::coordination::thread::spawn_with_runtime(
         "zookeeper-elector",
         "zookeeper elector",
         move |runtime| {

@@ -20,8 +20,6 @@ use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::state::Shared;
-
 /// What a lease vouches for: a deadline that only the keeper of the current lease moves.
 pub(crate) trait LeaseHolder: Send + Sync + 'static {
     /// When the current lease stops vouching, unless a keep-alive is answered first.
@@ -47,20 +45,6 @@ pub(crate) struct LeaseTiming {
     pub keep_alive_interval: Duration,
 }
 
-impl LeaseHolder for Shared {
-    fn deadline(&self) -> Instant {
-        Shared::deadline(self)
-    }
-
-    fn extend(&self, lease: i64, until: Instant) -> bool {
-        Shared::extend(self, lease, until)
-    }
-
-    fn lose_lease(&self, lease: i64, why: &str) {
-        Shared::lose_lease(self, lease, why)
-    }
-}
-
 /// A lease being kept alive. Dropping it stops the keep-alives (the lease then expires by
 /// itself unless revoked).
 #[derive(Debug)]
@@ -73,7 +57,7 @@ pub(crate) struct Keeper {
 
 impl Keeper {
     /// Starts keeping `id` alive for `holder` (on the current runtime). The lease must have
-    /// been granted and the holder's deadline begun (e.g. [`Shared::begin_lease`]).
+    /// been granted and the holder's deadline begun (the etcd elector's `Shared::begin_lease`).
     pub fn spawn<H: LeaseHolder>(
         holder: Arc<H>,
         timing: LeaseTiming,
@@ -98,18 +82,6 @@ impl Keeper {
             reason,
             task,
         }
-    }
-
-    /// [`Keeper::spawn`] for the etcd elector's leadership.
-    pub fn for_elector(shared: Arc<Shared>, client: Client, id: i64) -> Keeper {
-        let s = &shared.settings;
-        let timing = LeaseTiming {
-            name: s.name.clone(),
-            ttl: s.ttl,
-            lease: s.lease,
-            keep_alive_interval: s.keep_alive_interval,
-        };
-        Keeper::spawn(shared, timing, client, id)
     }
 
     /// Resolves once the lease is lost.

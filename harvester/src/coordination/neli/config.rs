@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::election::naming;
-pub use crate::election::naming::sanitise;
+use crate::coordination::naming;
+pub use crate::coordination::naming::sanitise;
 use crate::error::ConfigProblem;
 use crate::kafka::KafkaConfig;
 
@@ -174,6 +174,16 @@ impl Resolved {
             ),
         ]
     }
+}
+
+/// How long after another member's last heartbeat saying it led this member may start a term.
+/// The other member stops leading when it reads this member's (outranking) heartbeat or loses
+/// partition 0, and says so in its next heartbeat, one poll interval later; two poll intervals
+/// plus 100 ms for the round trip through the broker cover that, assuming the other member polls
+/// as often. Without a recent leading peer (a crash a session ago, an orderly hand-off), a term
+/// starts with the first own heartbeat read back.
+pub(crate) fn quiet(config: &Resolved) -> Duration {
+    config.min_poll_interval * 2 + Duration::from_millis(100)
 }
 
 /// Validates the Kafka pass-through against NELI's forced settings.
