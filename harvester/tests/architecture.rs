@@ -7,6 +7,11 @@
 //! - the submodules within each folder (`pipeline::marker`, `pipeline::shard`, ...): an edge for
 //!   every `super::x` or `crate::<folder>::x` path naming a sibling. A folder's `mod.rs` (the
 //!   parent that declares them) is not a sibling.
+//!
+//! And the two wings stay apart: the bucket assignors (`assign`) use the election port (the
+//! items of `election/mod.rs`, and `election::mock` in tests) but no elector's internals
+//! (`election::etcd`, `election::neli`, ...); what both need lives below them in
+//! `coordination`, which imports neither wing nor the core.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -53,41 +58,113 @@ fn code(text: &str) -> String {
 /// The first path segments after each `prefix` (`crate::`, `super::`), braces expanded one level:
 /// `crate::{a::X, b}` names `a` and `b`.
 fn named_after(code: &str, prefix: &str) -> Vec<String> {
-    let ident = |s: &str| -> String {
-        s.chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect()
-    };
     let mut names = Vec::new();
     for (i, _) in code.match_indices(prefix) {
         let before = code[..i].chars().last();
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
             continue; // part of a longer path, e.g. `super::super::` or `x::crate::`
         }
-        let rest = &code[i + prefix.len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            let mut depth = 0;
-            let mut start = 0;
-            let inner = &group[..end];
-            for (j, c) in inner.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        names.push(ident(inner[start..j].trim()));
-                        start = j + 1;
-                    }
-                    _ => {}
-                }
-            }
-            names.push(ident(inner[start..].trim()));
-        } else {
-            names.push(ident(rest));
-        }
+        names.extend(segments(&code[i + prefix.len()..]));
     }
     names.retain(|n| !n.is_empty() && n != "self");
     names
+}
+
+/// The first segment of the path `rest` starts with, or of each path in its leading group.
+fn segments(rest: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let Some(group) = rest.strip_prefix('{') else {
+        return vec![ident(rest)];
+    };
+    let inner = &group[..group.find('}').unwrap_or(group.len())];
+    let mut names = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (j, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                names.push(ident(inner[start..j].trim()));
+                start = j + 1;
+            }
+            _ => {}
+        }
+    }
+    names.push(ident(inner[start..].trim()));
+    names
+}
+
+/// The modules below both wings must not import: the wings and the core.
+const ABOVE_COORDINATION: [&str; 7] = [
+    "election",
+    "assign",
+    "pipeline",
+    "harvester",
+    "config",
+    "metrics",
+    "http",
+];
+
+/// The submodules of a folder: its files (but `mod.rs`) and its folders.
+fn submodules(dir: &Path) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() || (path.extension().is_some_and(|e| e == "rs") && name != "mod") {
+            names.insert(name);
+        }
+    }
+    names
+}
+
+/// The names after every `election::` in `code`, however it is reached (`crate::election::x`,
+/// `crate::{election::x, ...}`, `super::super::election::x`), braces expanded one level.
+fn election_paths(code: &str) -> Vec<String> {
+    let prefix = "election::";
+    let mut names = Vec::new();
+    for (i, _) in code.match_indices(prefix) {
+        let before = code[..i].chars().last();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue; // part of a longer name, e.g. `reelection::`
+        }
+        names.extend(segments(&code[i + prefix.len()..]));
+    }
+    names
+}
+
+/// Every `election::<submodule>` that a file under `src/assign` names, other than `mock`: the
+/// assignors may use the election port, not an elector's internals.
+fn assign_reaching_into_electors(src: &Path) -> Vec<String> {
+    let electors: BTreeSet<String> = submodules(&src.join("election"))
+        .into_iter()
+        .filter(|m| m != "mock")
+        .collect();
+    let mut files = Vec::new();
+    rust_files(&src.join("assign"), &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for file in files {
+        let text = code(&std::fs::read_to_string(&file).unwrap());
+        let named: BTreeSet<String> = election_paths(&text).into_iter().collect();
+        for name in named.intersection(&electors) {
+            let rel = file.strip_prefix(src).unwrap().display();
+            found.push(format!("{rel}: election::{name}"));
+        }
+    }
+    found
+}
+
+/// What the shared module imports that is above it.
+fn coordination_reaching_up(top: &Graph) -> BTreeSet<String> {
+    let above = BTreeSet::from(ABOVE_COORDINATION.map(str::to_owned));
+    top.get("coordination")
+        .map(|imports| imports.intersection(&above).cloned().collect())
+        .unwrap_or_default()
 }
 
 fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
@@ -221,6 +298,21 @@ fn no_two_modules_import_each_other() {
             assert!(!top[port].contains(core), "{port} must not import {core}");
         }
     }
+    // The wings meet only through the election port and the shared module below them.
+    assert!(
+        top.contains_key("coordination"),
+        "the shared module is scanned"
+    );
+    let sideways = assign_reaching_into_electors(&src);
+    assert!(
+        sideways.is_empty(),
+        "assign names electors' internals (move what both need to coordination): {sideways:#?}"
+    );
+    let up = coordination_reaching_up(&top);
+    assert!(
+        up.is_empty(),
+        "coordination must stay below the wings and the core, but imports {up:?}"
+    );
     println!("module graph: {top:#?}");
 }
 
@@ -255,4 +347,55 @@ fn the_checker_sees_a_circle() {
         ["x", "y", "x"].map(String::from)
     );
     assert!(!top["a"].contains("c"), "comments are not imports");
+}
+
+/// The wing checks fire on a tree that breaks them (a test that cannot fail is a defect).
+#[test]
+fn the_checker_sees_a_wing_reaching_sideways() {
+    let dir = std::env::temp_dir().join(format!("arch-wings-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for folder in ["assign/rink", "election/etcd", "coordination"] {
+        std::fs::create_dir_all(dir.join(folder)).unwrap();
+    }
+    let files = [
+        (
+            "lib.rs",
+            "mod assign; mod coordination; mod election; mod hash;",
+        ),
+        (
+            "election/mod.rs",
+            "pub mod etcd; pub mod mock; mod naming; pub struct Ack;",
+        ),
+        ("election/etcd/mod.rs", ""),
+        ("election/mock.rs", ""),
+        ("election/naming.rs", ""),
+        (
+            "assign/mod.rs",
+            "use crate::election::{Ack, mock::M}; // crate::election::naming in a comment",
+        ),
+        (
+            "assign/rink/x.rs",
+            "use crate::election::etcd::keeper::K;\nuse crate::{election::naming::n, hash};",
+        ),
+        ("coordination/mod.rs", "use crate::{hash, election::Term};"),
+        ("hash.rs", ""),
+    ];
+    for (file, text) in files {
+        std::fs::write(dir.join(file), text).unwrap();
+    }
+    let (top, _) = graphs(&dir);
+    let sideways = assign_reaching_into_electors(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        sideways,
+        [
+            "assign/rink/x.rs: election::etcd",
+            "assign/rink/x.rs: election::naming"
+        ],
+        "an elector's internals are found, the port, mock and comments are not"
+    );
+    assert_eq!(
+        coordination_reaching_up(&top),
+        BTreeSet::from(["election".to_owned()])
+    );
 }
