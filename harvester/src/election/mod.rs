@@ -18,6 +18,7 @@ pub mod mock;
 #[cfg(feature = "nats")]
 pub mod nats_kv;
 pub mod neli;
+mod shell;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
 

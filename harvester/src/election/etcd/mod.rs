@@ -28,6 +28,7 @@
 
 mod campaign;
 mod config;
+mod handle;
 mod lease;
 mod start;
 mod state;
@@ -36,27 +37,26 @@ mod sweeper;
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use parking_lot::Mutex;
-use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::coordination::etcd::{Access, EtcdTls};
 pub use config::{EtcdConfig, Resolved};
 
-use super::{Elector, ElectorState, EventStream, Term};
+use super::shell::{Names, Shelled};
+use super::EventStream;
 use crate::error::Error;
 use crate::Result;
+use handle::Handle;
 use state::Shared;
 
 /// An etcd elector. Dropping it closes it (without waiting).
-#[derive(Debug)]
-pub struct Etcd {
-    shared: Arc<Shared>,
-    events: Mutex<Option<EventStream>>,
-    stop: CancellationToken,
-    closed: watch::Receiver<super::ClosedState>,
-}
+pub type Etcd = Shelled<Handle>;
+
+const NAMES: Names = Names {
+    thread: "etcd-elector",
+    what: "etcd elector",
+    gone: "the etcd elector",
+};
 
 impl Etcd {
     /// Validates the settings, reaches the cluster, takes a lease and enters the election, all
@@ -70,67 +70,18 @@ impl Etcd {
         let (tx, stream) = EventStream::channel();
         let shared = Arc::new(Shared::new(config.resolve(), tx));
         let stop = CancellationToken::new();
-        let (closed_tx, closed) = watch::channel(None);
-        let (ready_tx, ready) = oneshot::channel();
-        start::spawn(Arc::clone(&shared), stop.clone(), ready_tx, closed_tx)?;
-        match ready.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(Error::Closed("the etcd elector")),
-        }
-        Ok(Etcd {
-            shared,
-            events: Mutex::new(Some(stream)),
-            stop,
-            closed,
+        let handle = Handle {
+            shared: Arc::clone(&shared),
+            stop: stop.clone(),
+        };
+        Shelled::launch(handle, stream, NAMES, move |ready, closed| {
+            start::run(shared, stop, ready, closed)
         })
+        .await
     }
 
     /// Resolved settings (member name, prefix, derived timings).
     pub fn settings(&self) -> &Resolved {
-        &self.shared.settings
-    }
-}
-
-impl Elector for Etcd {
-    fn describe(&self) -> String {
-        let s = &self.shared.settings;
-        format!(
-            "etcd member={} prefix={} endpoints={}",
-            s.name,
-            s.prefix,
-            s.endpoint_list()
-        )
-    }
-
-    fn is_leader(&self) -> bool {
-        self.shared.is_leader()
-    }
-
-    fn term(&self) -> Option<Term> {
-        self.shared.term()
-    }
-
-    fn state(&self) -> ElectorState {
-        self.shared.lifecycle()
-    }
-
-    fn take_events(&self) -> Option<EventStream> {
-        self.events.lock().take()
-    }
-
-    fn close(&self) {
-        self.shared.close();
-        self.stop.cancel();
-    }
-
-    fn closed(&self) -> BoxFuture<'static, Result<()>> {
-        super::closed_future(self.closed.clone(), self.describe())
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        self.close();
+        &self.backend().shared.settings
     }
 }

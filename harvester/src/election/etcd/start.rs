@@ -10,7 +10,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::campaign::{Campaign, End};
@@ -18,36 +17,17 @@ use super::lease;
 use super::state::Shared;
 use super::store::{self, Candidacy};
 use crate::coordination::etcd::{closed_hint, refusal};
-use crate::election::ClosedState;
+use crate::election::shell::{Closed, Ready};
 use crate::error::{chain, ConfigProblem, Error};
 use crate::Result;
 
-/// Starts the campaign thread. `ready` hears once the first candidacy is in (or why not, within
+/// The campaign thread: `ready` hears once the first candidacy is in (or why not, within
 /// `connect_timeout`); `closed` hears how it ended.
-pub(crate) fn spawn(
+pub(crate) async fn run(
     shared: Arc<Shared>,
     stop: CancellationToken,
-    ready: oneshot::Sender<Result<()>>,
-    closed: watch::Sender<ClosedState>,
-) -> Result<()> {
-    crate::coordination::thread::spawn_with_runtime(
-        "etcd-elector",
-        "etcd elector",
-        move |runtime| match runtime {
-            Ok(rt) => rt.block_on(run(shared, stop, ready, closed)),
-            Err(e) => {
-                shared.finish();
-                let _ = ready.send(Err(e));
-            }
-        },
-    )
-}
-
-async fn run(
-    shared: Arc<Shared>,
-    stop: CancellationToken,
-    ready: oneshot::Sender<Result<()>>,
-    closed: watch::Sender<ClosedState>,
+    ready: Ready,
+    closed: Closed,
 ) {
     let (campaign, first) = match setup(&shared, &stop).await {
         Ok(v) => v,

@@ -9,11 +9,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 use super::state::Shared;
 use super::store::{self, Bucket, Claim, Failure};
-use crate::election::{Ack, ClosedState, ElectionEvent, Term};
+use crate::election::shell::{Closed, Ready};
+use crate::election::{Ack, ElectionEvent, Term};
 use crate::error::Error;
 use crate::Result;
 
@@ -21,31 +22,13 @@ use crate::Result;
 /// lost): enough to cover a campaign or two that timed out after a lapse.
 const OWN_TERMS: usize = 4;
 
-/// Starts the campaign thread. `ready` hears once the connection and the bucket are set up
-/// (or why not); `closed` hears how it ended.
-pub(crate) fn spawn(
+/// The campaign thread: `ready` hears once the connection and the bucket are set up (or why
+/// not); `closed` hears how it ended.
+pub(crate) async fn run(
     shared: Arc<Shared>,
     events: mpsc::UnboundedSender<ElectionEvent>,
-    closed: watch::Sender<ClosedState>,
-    ready: oneshot::Sender<Result<()>>,
-) -> Result<()> {
-    crate::coordination::thread::spawn_with_runtime(
-        "nats-kv-elector",
-        "nats elector",
-        move |runtime| match runtime {
-            Ok(rt) => rt.block_on(run(shared, events, closed, ready)),
-            Err(e) => {
-                let _ = ready.send(Err(e));
-            }
-        },
-    )
-}
-
-async fn run(
-    shared: Arc<Shared>,
-    events: mpsc::UnboundedSender<ElectionEvent>,
-    closed: watch::Sender<ClosedState>,
-    ready: oneshot::Sender<Result<()>>,
+    closed: Closed,
+    ready: Ready,
 ) {
     let (client, bucket) = match setup(&shared).await {
         Ok(v) => v,

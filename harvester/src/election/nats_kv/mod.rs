@@ -19,30 +19,30 @@
 mod access;
 mod campaign;
 mod config;
+mod handle;
 mod state;
 mod store;
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use parking_lot::Mutex;
-use tokio::sync::{oneshot, watch};
-
 pub use access::{Access, NatsTls};
 pub use config::{NatsKvConfig, Resolved};
 
-use super::{Elector, ElectorState, EventStream, Term};
+use super::shell::{Names, Shelled};
+use super::EventStream;
 use crate::error::Error;
 use crate::Result;
+use handle::Handle;
 use state::Shared;
 
 /// A NATS KV elector. Dropping it closes it (without waiting).
-#[derive(Debug)]
-pub struct NatsKv {
-    shared: Arc<Shared>,
-    events: Mutex<Option<EventStream>>,
-    closed: watch::Receiver<super::ClosedState>,
-}
+pub type NatsKv = Shelled<Handle>;
+
+const NAMES: Names = Names {
+    thread: "nats-kv-elector",
+    what: "nats elector",
+    gone: "the nats elector",
+};
 
 impl NatsKv {
     /// Validates the settings, connects (bounded by `connect_timeout`), opens or creates the
@@ -56,66 +56,17 @@ impl NatsKv {
         }
         let shared = Arc::new(Shared::new(config.resolve()));
         let (tx, stream) = EventStream::channel();
-        let (closed_tx, closed) = watch::channel(None);
-        let (ready_tx, ready) = oneshot::channel();
-        campaign::spawn(Arc::clone(&shared), tx, closed_tx, ready_tx)?;
-        match ready.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(Error::Closed("the nats elector")),
-        }
-        Ok(NatsKv {
-            shared,
-            events: Mutex::new(Some(stream)),
-            closed,
+        let handle = Handle {
+            shared: Arc::clone(&shared),
+        };
+        Shelled::launch(handle, stream, NAMES, move |ready, closed| {
+            campaign::run(shared, tx, closed, ready)
         })
+        .await
     }
 
     /// Resolved settings (member name, key, derived timings).
     pub fn settings(&self) -> &Resolved {
-        &self.shared.settings
-    }
-}
-
-impl Elector for NatsKv {
-    fn describe(&self) -> String {
-        let s = &self.shared.settings;
-        format!(
-            "nats_kv member={} bucket={} key={} url={}",
-            s.name,
-            s.bucket,
-            s.key,
-            config::redacted(&s.url)
-        )
-    }
-
-    fn is_leader(&self) -> bool {
-        self.shared.is_leader()
-    }
-
-    fn term(&self) -> Option<Term> {
-        self.shared.term()
-    }
-
-    fn state(&self) -> ElectorState {
-        self.shared.lifecycle()
-    }
-
-    fn take_events(&self) -> Option<EventStream> {
-        self.events.lock().take()
-    }
-
-    fn close(&self) {
-        self.shared.request_close();
-    }
-
-    fn closed(&self) -> BoxFuture<'static, Result<()>> {
-        super::closed_future(self.closed.clone(), self.describe())
-    }
-}
-
-impl Drop for NatsKv {
-    fn drop(&mut self) {
-        self.close();
+        &self.backend().shared.settings
     }
 }

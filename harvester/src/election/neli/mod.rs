@@ -18,12 +18,12 @@
 //!   each other forever ([`heartbeat::Heartbeat::outranks`]). Brokers whose coordinators hand
 //!   partition 0 to a new member before revoking the old one (tansu) otherwise give two leaders.
 
+mod handle;
 mod pulser;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
@@ -31,10 +31,12 @@ pub use crate::coordination::neli::heartbeat;
 pub(crate) use crate::coordination::neli::kafka_problems;
 pub use crate::coordination::neli::{sanitise, NeliConfig, Resolved};
 
-use super::{ElectionEvent, Elector, ElectorState, EventStream, Term};
+use super::shell::Shelled;
+use super::{ElectionEvent, ElectorState, EventStream, Term};
 use crate::error::{ConfigProblem, Error};
 use crate::kafka::KafkaConfig;
 use crate::Result;
+use handle::Handle;
 use heartbeat::Heartbeat;
 
 /// Mutable election state, shared by the pulse thread and callers of [`Neli::is_leader`].
@@ -90,13 +92,7 @@ impl Shared {
 }
 
 /// A NELI elector. Dropping it closes it (without waiting).
-#[derive(Debug)]
-pub struct Neli {
-    shared: Arc<Shared>,
-    events: Mutex<Option<EventStream>>,
-    closed: watch::Receiver<super::ClosedState>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-}
+pub type Neli = Shelled<Handle>;
 
 impl Neli {
     /// Validates the settings and starts contending on a dedicated pulse thread.
@@ -148,80 +144,27 @@ impl Neli {
             topic = %shared.config.topic,
             "neli started"
         );
-        Ok(Neli {
-            shared,
-            events: Mutex::new(Some(stream)),
-            closed,
-            stop,
-        })
+        Ok(Shelled::new(Handle { shared, stop }, stream, closed))
     }
 
     /// Resolved settings (group, topic, member name, timeouts).
     pub fn settings(&self) -> &Resolved {
-        &self.shared.config
+        &self.backend().shared.config
     }
 
     /// Whether partition 0 is assigned (leading or fenced).
     pub fn is_assigned(&self) -> bool {
-        self.shared.inner.lock().assigned
+        self.backend().shared.inner.lock().assigned
     }
 
     /// The group generation in which partition 0 was last assigned to this member (-1 unknown).
     pub fn generation(&self) -> i32 {
-        self.shared.inner.lock().generation
+        self.backend().shared.inner.lock().generation
     }
 
     /// Time since this member last read back its own heartbeat (while assigned).
     pub fn since_last_heartbeat(&self) -> Option<Duration> {
-        let inner = self.shared.inner.lock();
+        let inner = self.backend().shared.inner.lock();
         inner.assigned.then(|| inner.last_seen.elapsed())
-    }
-}
-
-impl Elector for Neli {
-    fn describe(&self) -> String {
-        let c = &self.shared.config;
-        format!(
-            "neli member={} group={} topic={}",
-            c.name, c.group_id, c.topic
-        )
-    }
-
-    fn is_leader(&self) -> bool {
-        self.shared.is_leader()
-    }
-
-    fn term(&self) -> Option<Term> {
-        if self.shared.is_leader() {
-            self.shared.inner.lock().leading
-        } else {
-            None
-        }
-    }
-
-    fn state(&self) -> ElectorState {
-        self.shared.inner.lock().lifecycle
-    }
-
-    fn take_events(&self) -> Option<EventStream> {
-        self.events.lock().take()
-    }
-
-    fn close(&self) {
-        let mut inner = self.shared.inner.lock();
-        if inner.lifecycle == ElectorState::Live {
-            inner.lifecycle = ElectorState::Closing;
-        }
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    fn closed(&self) -> BoxFuture<'static, Result<()>> {
-        super::closed_future(self.closed.clone(), self.describe())
-    }
-}
-
-impl Drop for Neli {
-    fn drop(&mut self) {
-        self.close();
     }
 }

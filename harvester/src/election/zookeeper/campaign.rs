@@ -20,14 +20,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use zookeeper_client::{Client, CreateMode, Error as ZkError, SessionState, Stat, StateWatcher};
 
 use super::candidacy::{Candidacy, Standing};
 use super::session;
 use super::state::Shared;
-use crate::election::{Ack, ClosedState};
+use crate::election::shell::Closed;
+use crate::election::Ack;
 use crate::error::Error;
 use crate::Result;
 
@@ -66,7 +67,7 @@ pub(crate) async fn run_to_end(
     client: Client,
     stop: CancellationToken,
     entered: oneshot::Sender<()>,
-    closed: watch::Sender<ClosedState>,
+    closed: Closed,
 ) {
     let outcome = run(&shared, client, &stop, entered).await;
     if let Err(e) = &outcome {

@@ -21,31 +21,33 @@
 mod campaign;
 mod candidacy;
 mod config;
+mod handle;
 mod session;
+mod start;
 mod state;
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use parking_lot::Mutex;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{Digest, Resolved, ZkAuth, ZooKeeperConfig};
 
-use super::{Elector, ElectorState, EventStream, Term};
+use super::shell::{Names, Shelled};
+use super::{Elector, EventStream};
 use crate::error::Error;
 use crate::Result;
+use handle::Handle;
 use state::Shared;
 
 /// A ZooKeeper elector. Dropping it closes it (without waiting).
-#[derive(Debug)]
-pub struct ZooKeeper {
-    shared: Arc<Shared>,
-    events: Mutex<Option<EventStream>>,
-    stop: CancellationToken,
-    closed: watch::Receiver<super::ClosedState>,
-}
+pub type ZooKeeper = Shelled<Handle>;
+
+const NAMES: Names = Names {
+    thread: "zookeeper-elector",
+    what: "zookeeper elector",
+    gone: "the zookeeper elector",
+};
 
 impl ZooKeeper {
     /// Validates the settings, opens a session (bounded by `connect_timeout`), makes sure the
@@ -60,45 +62,28 @@ impl ZooKeeper {
         let (tx, stream) = EventStream::channel();
         let shared = Arc::new(Shared::new(config.resolve(), tx));
         let stop = CancellationToken::new();
-        let (closed_tx, closed) = watch::channel(None);
         let (entered_tx, entered) = oneshot::channel();
-        let (connected_tx, connected) = oneshot::channel();
-        // If start() is abandoned or fails half-way, the campaign must not outlive it.
-        let abandoned = stop.clone().drop_guard();
-        spawn_thread(
-            Arc::clone(&shared),
-            stop.clone(),
-            connected_tx,
-            entered_tx,
-            closed_tx,
-        )?;
-        // Connecting and the election node are bounded by connect_timeout in `session`.
-        match connected.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(Error::Closed("the zookeeper elector")),
-        }
+        let handle = Handle {
+            shared: Arc::clone(&shared),
+            stop: stop.clone(),
+        };
+        // Ready once connected: entering is awaited below, watching the campaign.
+        let elector = Shelled::launch(handle, stream, NAMES, {
+            let shared = Arc::clone(&shared);
+            move |connected, closed| start::run(shared, stop, connected, entered_tx, closed)
+        })
+        .await?;
         let bound = shared.settings.connect_timeout;
-        let mut failed = closed.clone();
         let outcome = tokio::select! {
-            r = entered => r.map_err(|_| Error::Closed("the zookeeper elector")),
-            _ = failed.wait_for(Option::is_some) => Err(Error::Closed("the zookeeper elector")),
+            r = entered => r.map_err(|_| Error::Closed(NAMES.gone)),
+            _ = elector.closed() => Err(Error::Closed(NAMES.gone)),
             () = tokio::time::sleep(bound) => Err(Error::Timeout {
                 what: format!("zookeeper to accept a candidacy under {}", shared.settings.path),
                 after: bound,
             }),
         };
-        let elector = ZooKeeper {
-            shared,
-            events: Mutex::new(Some(stream)),
-            stop,
-            closed,
-        };
         match outcome {
-            Ok(()) => {
-                abandoned.disarm();
-                Ok(elector)
-            }
+            Ok(()) => Ok(elector),
             Err(e) => {
                 // Say why the campaign ended, if it did.
                 elector.close();
@@ -110,94 +95,6 @@ impl ZooKeeper {
 
     /// Resolved settings (member name, election node, timings).
     pub fn settings(&self) -> &Resolved {
-        &self.shared.settings
-    }
-}
-
-/// The session and the campaign run on a thread of their own with their own runtime (the
-/// client's tasks live there too), so a busy application runtime cannot delay the probes that
-/// keep the lease, nor the reaction to a lost connection.
-fn spawn_thread(
-    shared: Arc<Shared>,
-    stop: CancellationToken,
-    connected: oneshot::Sender<Result<()>>,
-    entered: oneshot::Sender<()>,
-    closed: watch::Sender<super::ClosedState>,
-) -> Result<()> {
-    crate::coordination::thread::spawn_with_runtime(
-        "zookeeper-elector",
-        "zookeeper elector",
-        move |runtime| {
-            let runtime = match runtime {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = connected.send(Err(e));
-                    return;
-                }
-            };
-            runtime.block_on(async move {
-                let settings = &shared.settings;
-                let client = match session::connect_at_start(settings, "leader").await {
-                    Ok(client) => client,
-                    Err(e) => {
-                        shared.finish();
-                        let _ = connected.send(Err(e));
-                        return;
-                    }
-                };
-                if let Err(e) = session::ensure_path(&client, settings, "leader").await {
-                    shared.finish();
-                    let _ = connected.send(Err(e));
-                    return;
-                }
-                if connected.send(Ok(())).is_err() {
-                    // start() was abandoned: nobody holds the elector to close it.
-                    shared.finish();
-                    return;
-                }
-                campaign::run_to_end(shared, client, stop, entered, closed).await;
-            });
-        },
-    )
-}
-
-impl Elector for ZooKeeper {
-    fn describe(&self) -> String {
-        let s = &self.shared.settings;
-        format!(
-            "zookeeper member={} path={} servers={}",
-            s.name, s.path, s.servers
-        )
-    }
-
-    fn is_leader(&self) -> bool {
-        self.shared.is_leader()
-    }
-
-    fn term(&self) -> Option<Term> {
-        self.shared.term()
-    }
-
-    fn state(&self) -> ElectorState {
-        self.shared.lifecycle()
-    }
-
-    fn take_events(&self) -> Option<EventStream> {
-        self.events.lock().take()
-    }
-
-    fn close(&self) {
-        self.shared.close();
-        self.stop.cancel();
-    }
-
-    fn closed(&self) -> BoxFuture<'static, Result<()>> {
-        super::closed_future(self.closed.clone(), self.describe())
-    }
-}
-
-impl Drop for ZooKeeper {
-    fn drop(&mut self) {
-        self.close();
+        &self.backend().shared.settings
     }
 }

@@ -1,0 +1,45 @@
+//! What an [`Etcd`](super::Etcd) elector answers from: the campaign's shared state, and the
+//! token that stops the campaign once the hand-off is done.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::state::Shared;
+use crate::election::shell::Backend;
+use crate::election::{ElectorState, Term};
+
+#[derive(Debug)]
+pub struct Handle {
+    pub(super) shared: Arc<Shared>,
+    pub(super) stop: CancellationToken,
+}
+
+impl Backend for Handle {
+    fn describe(&self) -> String {
+        let s = &self.shared.settings;
+        format!(
+            "etcd member={} prefix={} endpoints={}",
+            s.name,
+            s.prefix,
+            s.endpoint_list()
+        )
+    }
+
+    fn is_leader(&self) -> bool {
+        self.shared.is_leader()
+    }
+
+    fn term(&self) -> Option<Term> {
+        self.shared.term()
+    }
+
+    fn state(&self) -> ElectorState {
+        self.shared.lifecycle()
+    }
+
+    fn close(&self) {
+        self.shared.close();
+        self.stop.cancel();
+    }
+}
