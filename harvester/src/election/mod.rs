@@ -9,7 +9,9 @@
 //! `crate::config::LeaderConfig`: NELI over Kafka ([`neli`], always built), NATS JetStream KV
 //! (`nats_kv`, feature `nats`), ZooKeeper (`zookeeper`, feature `zookeeper`) and etcd (`etcd`,
 //! feature `etcd`). [`mock`] gives embedders a controllable elector for their own
-//! tests.
+//! tests. How an application holds an elector (its events, its close, its campaign thread) is
+//! written once, in `shell`; what an elector shares with the bucket assignors on the same
+//! service lives below both, in `crate::coordination`.
 
 mod background;
 #[cfg(feature = "etcd")]

@@ -8,10 +8,10 @@
 //! all. etcd's own election API (`Campaign`) blocks server-side until elected, which leaves no
 //! place to check the lease deadline while waiting or to bound the wait; here every step is a
 //! plain bounded request. What the recipe leaves to its users, done here:
-//! - [`Etcd::is_leader`] checks a monotonic deadline itself (the send time of the last
-//!   keep-alive the server answered plus half the TTL), so a process resumed after SIGSTOP
-//!   never acts on a lease the server may have expired; keep-alives go every quarter TTL from
-//!   a thread of their own;
+//! - [`is_leader`](super::Elector::is_leader) checks a monotonic deadline itself (the send time of
+//!   the last keep-alive the server answered plus half the TTL), so a process resumed after SIGSTOP
+//!   never acts on a lease the server may have expired; keep-alives go every quarter TTL from a
+//!   thread of their own;
 //! - any keep-alive failure fences at once and the member enters again on a new lease
 //!   (revoking the old one once the server answers, so a restart that revives old leases does
 //!   not stall the line); the own key deleted by another client fences at once and the member

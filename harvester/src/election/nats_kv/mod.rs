@@ -4,8 +4,8 @@
 //! Whoever creates the key leads; the bucket's `max_age` (`ttl`) expires a silent leader's
 //! key, and every write names the revision it expects, so only the holder can extend it. What
 //! differs from the seed, each for safety or for a faster hand-over:
-//! - [`NatsKv::is_leader`] checks a monotonic deadline itself (the send time of the last
-//!   successful write plus the lease, which ends before the key can expire), so a process
+//! - [`is_leader`](super::Elector::is_leader) checks a monotonic deadline itself (the send time of
+//!   the last successful write plus the lease, which ends before the key can expire), so a process
 //!   resumed after SIGSTOP never acts on a stale lease, and a dropped connection fences at once;
 //! - a winner stands down before acting (the seed's renew interval + 50ms), unless the key
 //!   was handed over to it: the time whatever a stalled predecessor queued has to fail;

@@ -4,8 +4,8 @@
 //! leader publishes a heartbeat to partition 0 every poll cycle and must read its own back within
 //! `heartbeat_timeout`, or it fences itself. Differences from goNELI, each for safety:
 //! - only this member's own, recent heartbeat for its term counts ([`heartbeat`]);
-//! - [`Neli::is_leader`] checks the heartbeat deadline itself, so a process resumed after
-//!   SIGSTOP cannot act before its pulse thread notices the lapse;
+//! - [`is_leader`](super::Elector::is_leader) checks the heartbeat deadline itself, so a process
+//!   resumed after SIGSTOP cannot act before its pulse thread notices the lapse;
 //! - pulsing runs on a dedicated OS thread that leader work can never block;
 //! - session, poll and heartbeat intervals derive from `heartbeat_timeout` and are forced;
 //! - cooperative rebalancing, so a contender joining does not revoke the leader;

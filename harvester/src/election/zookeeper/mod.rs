@@ -5,9 +5,9 @@
 //! sequence number leads; each candidate watches only its predecessor, so a leader's exit wakes
 //! one member, not all, and lists the children again on every wake-up (several predecessors may
 //! have gone at once). What the recipe leaves to its users, done here:
-//! - [`ZooKeeper::is_leader`] checks a monotonic deadline itself (the send time of the last
-//!   request the server answered plus half the session timeout), so a process resumed after
-//!   SIGSTOP never acts on leadership its expired session no longer holds;
+//! - [`is_leader`](super::Elector::is_leader) checks a monotonic deadline itself (the send time of
+//!   the last request the server answered plus half the session timeout), so a process resumed
+//!   after SIGSTOP never acts on leadership its expired session no longer holds;
 //! - a lost connection fences at once, without waiting for the session to expire; an expired
 //!   session is replaced by a new one with a new candidacy;
 //! - close() revokes with the hand-off barrier first, then deletes the candidacy, so the
