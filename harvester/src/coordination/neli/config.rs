@@ -1,4 +1,6 @@
-//! NELI settings, with goNELI's names and defaults, and the Kafka settings NELI must force.
+//! NELI settings, with goNELI's names and defaults, and the Kafka settings NELI must force. The
+//! elector takes them as they are and the bucket assignor derives them from its own; both
+//! validate and resolve them here, so the two modes cannot drift apart.
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
-//! What an [`Etcd`](super::Etcd) elector answers from: the campaign's shared state, and the
-//! token that stops the campaign once the hand-off is done.
+//! The [`Etcd`](super::Etcd) elector's calls are answered from the campaign's shared state,
+//! never by the campaign, so none waits behind a campaign step; closing marks that state and
+//! stops the campaign through its token, which then hands off before it ends.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use super::state::Shared;
 use crate::election::shell::Backend;
 use crate::election::{ElectorState, Term};
 
+/// What the elector holds: the shared state and what stops its campaign.
 #[derive(Debug)]
 pub struct Handle {
     pub(super) shared: Arc<Shared>,

@@ -1,5 +1,6 @@
-//! What a [`NatsKv`](super::NatsKv) elector answers from: the campaign's shared state, through
-//! which a close reaches the campaign too.
+//! The [`NatsKv`](super::NatsKv) elector's calls are answered from the campaign's shared state,
+//! never by the campaign, so none waits behind a campaign step; closing goes through that state
+//! too, which wakes the campaign to hand off.
 
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use super::state::Shared;
 use crate::election::shell::Backend;
 use crate::election::{ElectorState, Term};
 
+/// What the elector holds: the shared state and what stops its campaign.
 #[derive(Debug)]
 pub struct Handle {
     pub(super) shared: Arc<Shared>,

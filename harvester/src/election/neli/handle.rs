@@ -1,5 +1,6 @@
-//! What a [`Neli`](super::Neli) elector answers from: the state its pulse thread keeps, and the
-//! flag that stops that thread.
+//! The [`Neli`](super::Neli) elector's calls are answered from the state its pulse thread
+//! keeps, never by that thread, so none waits behind a poll; closing marks that state and
+//! raises the flag the pulse thread stops on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use super::Shared;
 use crate::election::shell::Backend;
 use crate::election::{ElectorState, Term};
 
+/// What the elector holds: the shared state and what stops its campaign.
 #[derive(Debug)]
 pub struct Handle {
     pub(super) shared: Arc<Shared>,
