@@ -529,9 +529,9 @@ impl Harvester {
                 let (cut, ctx) = (h.clone(), Arc::clone(&ctx));
                 tokio::task::spawn_blocking(move || {
                     if id.is_some() && (cut.is_cancelled() || !ctx.may_act()) {
-                        return Err(Error::Pipeline(
-                            "the term ended while its producers were being registered".into(),
-                        ));
+                        return Err(Error::TermEnded {
+                            during: "its producers were being registered",
+                        });
                     }
                     let producer = ShardProducer::new(i, &config, id, init_timeout)?;
                     Ok((!fence_only).then_some(producer))
@@ -541,8 +541,10 @@ impl Harvester {
                 .await
                 .into_iter()
                 .map(|joined| {
-                    joined
-                        .map_err(|e| Error::Pipeline(format!("creating a producer failed: {e}")))?
+                    joined.map_err(|source| Error::TaskFailed {
+                        task: "producer creation",
+                        source,
+                    })?
                 })
                 .collect::<Result<Vec<_>>>()?
                 .into_iter()
@@ -653,8 +655,9 @@ impl HarvesterHandle {
 
     /// Waits for it to end.
     pub async fn wait(self) -> Result<()> {
-        self.join
-            .await
-            .map_err(|e| Error::Pipeline(format!("harvester task failed: {e}")))?
+        self.join.await.map_err(|source| Error::TaskFailed {
+            task: "harvester",
+            source,
+        })?
     }
 }

@@ -367,7 +367,10 @@ pub(crate) async fn run_term(
             }
             Err(e) if first_error.is_none() => {
                 hard.cancel();
-                first_error = Some(crate::Error::Pipeline(format!("a stage task failed: {e}")));
+                first_error = Some(crate::Error::TaskFailed {
+                    task: "pipeline stage",
+                    source: e,
+                });
             }
             _ => {}
         }

@@ -32,7 +32,7 @@ use super::producer::{Report, SendError, ShardProducer};
 use super::stall::Stall;
 use super::txn::{classify_call, is_collateral, CallFailure, Occasion, TxnState};
 use super::{Done, Stats, TermContext, ToPurger, ToShard};
-use crate::error::Error;
+use crate::error::{Error, TxnCall};
 use crate::outbox::OutboxRecord;
 use crate::Result;
 
@@ -145,7 +145,7 @@ impl Shard {
         let mut reports = self
             .producer
             .take_reports()
-            .ok_or_else(|| Error::Pipeline(format!("shard {shard}: reports already taken")))?;
+            .ok_or(Error::Closed("a shard's delivery reports"))?;
         let mut draining: Option<Instant> = None;
         let mut tick = tokio::time::interval(Duration::from_millis(5));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -302,11 +302,10 @@ impl Shard {
                     return Ok(());
                 }
                 if txn.needs_begin() {
-                    self.producer.begin().map_err(|e| {
-                        Error::Pipeline(format!(
-                            "shard {}: cannot begin a transaction: {e}",
-                            self.producer.shard
-                        ))
+                    self.producer.begin().map_err(|e| Error::Transaction {
+                        shard: self.producer.shard,
+                        call: TxnCall::Begin,
+                        reason: e.to_string(),
                     })?;
                     txn.began(Instant::now());
                 }
@@ -418,7 +417,7 @@ impl Shard {
                 self.purger
                     .send(msg)
                     .await
-                    .map_err(|_| Error::Pipeline("purger stopped".into()))
+                    .map_err(|_| Error::StageGone { stage: "purger" })
             }
             Err(e) => self.on_failure(report.tag.id, &e).await,
         }
@@ -452,10 +451,10 @@ impl Shard {
             // A dead producer fails every record; resetting them would loop forever. The
             // pipeline stops and the term restarts it with fresh producers (a new producer id).
             self.on_fatal(id, error).await;
-            return Err(Error::Pipeline(format!(
-                "shard {}: producer failed fatally ({fatal}); replacing it",
-                self.producer.shard
-            )));
+            return Err(Error::ProducerFatal {
+                shard: self.producer.shard,
+                reason: fatal,
+            });
         }
         let quarantine = match classify(error) {
             Failure::Permanent => true,
@@ -468,10 +467,10 @@ impl Shard {
                 false
             }
             Failure::Fatal => {
-                return Err(Error::Pipeline(format!(
-                    "shard {}: producer failed fatally: {error}",
-                    self.producer.shard
-                )))
+                return Err(Error::ProducerFatal {
+                    shard: self.producer.shard,
+                    reason: error.to_string(),
+                })
             }
         };
         if quarantine {
@@ -486,10 +485,11 @@ impl Shard {
             // key's rows in order (a later row already written is then delivered again: a
             // rewind).
             self.producer.purge_queued();
-            return Err(Error::Pipeline(format!(
-                "shard {}: row {id} failed ({error}) while later rows of its key were in flight; restarting the pipeline to send them again in order",
-                self.producer.shard
-            )));
+            return Err(Error::KeyWindowBroken {
+                shard: self.producer.shard,
+                id,
+                source: error.clone(),
+            });
         }
         tracing::debug!(id, attempts, "delivery failed, resetting its key: {error}");
         let Some(key) = self.keys.key_of(id).cloned() else {
@@ -587,7 +587,7 @@ impl Shard {
         self.purger
             .send(ToPurger::Reset { ids })
             .await
-            .map_err(|_| Error::Pipeline("purger stopped".into()))
+            .map_err(|_| Error::StageGone { stage: "purger" })
     }
 
     async fn on_done(&mut self, ids: Vec<i64>) -> Result<()> {
@@ -665,7 +665,7 @@ impl Shard {
             let producer = Arc::clone(&self.producer);
             let call = tokio::task::spawn_blocking(move || producer.commit(left));
             let outcome = tokio::select! {
-                joined = call => joined.map_err(|e| Error::Pipeline(format!("commit task failed: {e}")))?,
+                joined = call => joined.map_err(|source| Error::TaskFailed { task: "transaction commit", source })?,
                 () = hard.cancelled() => return Ok(()),
             };
             let Err(e) = outcome else { break };
@@ -706,11 +706,11 @@ impl Shard {
                     return self.abort(id, quarantine, &reason).await;
                 }
                 _ => {
-                    return Err(Error::Pipeline(format!(
-                        "shard {}: cannot commit a transaction of {} records: {e}; restarting with fresh producers",
-                        self.producer.shard,
-                        open.ids.len()
-                    )))
+                    return Err(Error::Transaction {
+                        shard: self.producer.shard,
+                        call: TxnCall::Commit,
+                        reason: format!("{} records: {e}", open.ids.len()),
+                    })
                 }
             }
         }
@@ -753,7 +753,7 @@ impl Shard {
             self.purger
                 .send(msg)
                 .await
-                .map_err(|_| Error::Pipeline("purger stopped".into()))?;
+                .map_err(|_| Error::StageGone { stage: "purger" })?;
         }
         Stats::add(&stats.published, acked);
         // Keys that waited for room in a transaction.
@@ -791,7 +791,7 @@ impl Shard {
         self.purger
             .send(msg)
             .await
-            .map_err(|_| Error::Pipeline("purger stopped".into()))
+            .map_err(|_| Error::StageGone { stage: "purger" })
     }
 
     /// Where held row `id` was going, for its quarantine reason: " (topic T)", with the
@@ -811,12 +811,13 @@ impl Shard {
     fn refused(&mut self, id: i64, error: &rdkafka::error::KafkaError) -> Error {
         let topic = self.keys.held_mut(id).map(|h| h.record.topic.clone());
         let topic = topic.as_deref().unwrap_or("(the record's topic)");
-        self.producer.refused(error, topic).unwrap_or_else(|| {
-            Error::Pipeline(format!(
-                "shard {}: row {id} refused: {error}",
-                self.producer.shard
-            ))
-        })
+        self.producer
+            .refused(error, topic)
+            .unwrap_or_else(|| Error::RowRefused {
+                shard: self.producer.shard,
+                id,
+                source: error.clone(),
+            })
     }
 
     /// A failure of a record of the open transaction. Only a row alone in its transaction
@@ -831,10 +832,10 @@ impl Shard {
         };
         match class {
             Failure::Fatal => {
-                return Err(Error::Pipeline(format!(
-                    "shard {}: producer failed fatally: {error}",
-                    self.producer.shard
-                )))
+                return Err(Error::ProducerFatal {
+                    shard: self.producer.shard,
+                    reason: error.to_string(),
+                })
             }
             Failure::Transient => {
                 if let Some((failing, failures)) = self.stall.failure(Instant::now(), error) {
@@ -868,10 +869,11 @@ impl Shard {
     async fn abort_open(&mut self, failed: Option<i64>, why: &str) -> Result<()> {
         let open = self.txn.as_mut().and_then(TxnState::take_aborted);
         if !self.abort_call(4).await {
-            return Err(Error::Pipeline(format!(
-                "shard {}: cannot abort a failed transaction ({why}); restarting with fresh producers",
-                self.producer.shard
-            )));
+            return Err(Error::Transaction {
+                shard: self.producer.shard,
+                call: TxnCall::Abort,
+                reason: why.to_owned(),
+            });
         }
         Stats::add(&self.ctx.stats.txn_aborted, 1);
         let mut keys: Vec<Key> = Vec::new();
@@ -954,11 +956,12 @@ impl Shard {
 
     /// The error that stops the pipeline when this shard's producer is stuck (see `stall`).
     fn stuck(&self, failing: Duration, failures: u32) -> Error {
-        Error::Pipeline(format!(
-            "shard {}: no delivery succeeded for {failing:?} ({failures} failures in a row, the last: {}); replacing the producer",
-            self.producer.shard,
-            self.stall.last()
-        ))
+        Error::StuckProducer {
+            shard: self.producer.shard,
+            failing,
+            failures,
+            last: self.stall.last().to_string(),
+        }
     }
 
     async fn on_tick(&mut self, draining: bool) -> Result<()> {
