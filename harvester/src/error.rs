@@ -118,9 +118,78 @@ pub enum Error {
     #[error("cannot stash record {index} of the batch: {reason}")]
     Unstashable { index: usize, reason: String },
 
-    /// A pipeline stage failed unexpectedly.
-    #[error("pipeline: {0}")]
-    Pipeline(String),
+    /// A shard's producer failed fatally (librdkafka's fatal error, `reason` its text): it
+    /// fails every record from now on, so the term's pipeline restarts with fresh producers.
+    #[error("shard {shard}: producer failed fatally ({reason}); replacing it")]
+    ProducerFatal { shard: usize, reason: String },
+
+    /// No delivery of a shard succeeded for `failing` (`failures` in a row; `last` is the
+    /// last one's error): the term's pipeline restarts with a fresh producer.
+    #[error("shard {shard}: no delivery succeeded for {failing:?} ({failures} failures in a row, the last: {last}); replacing the producer")]
+    StuckProducer {
+        shard: usize,
+        failing: Duration,
+        failures: u32,
+        last: String,
+    },
+
+    /// Row `id` failed while later rows of its key were in flight (a key window above 1): the
+    /// pipeline restarts to send the key's rows again in order.
+    #[error("shard {shard}: row {id} failed ({source}) while later rows of its key were in flight; restarting the pipeline to send them again in order")]
+    KeyWindowBroken {
+        shard: usize,
+        id: i64,
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
+
+    /// Kafka refused row `id` in a way the harvester has no named refusal for
+    /// ([`Error::KafkaRefused`] is used when it has one).
+    #[error("shard {shard}: row {id} refused")]
+    RowRefused {
+        shard: usize,
+        id: i64,
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
+
+    /// A transactional producer's `call` failed in a way only fresh producers recover from.
+    #[error(
+        "shard {shard}: cannot {call} a transaction ({reason}); restarting with fresh producers"
+    )]
+    Transaction {
+        shard: usize,
+        call: TxnCall,
+        reason: String,
+    },
+
+    /// A stage of the term's pipeline stopped while another still needed it (its channel
+    /// closed): the stage that stopped reports its own error.
+    #[error("the pipeline's {stage} stopped")]
+    StageGone { stage: &'static str },
+
+    /// A task the harvester spawned panicked or was cancelled.
+    #[error("the {task} task failed")]
+    TaskFailed {
+        task: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+
+    /// The leadership term ended while `during` was under way, which then stopped.
+    #[error("the term ended while {during}")]
+    TermEnded { during: &'static str },
+
+    /// The database answered something the store cannot use (a count out of range, fewer rows
+    /// or ids than asked for, an unknown return code); `what` says what came back. A write that
+    /// got such an answer was rolled back.
+    #[error("unexpected answer from the database: {what}")]
+    StoreAnswer { what: String },
+
+    /// A statement would need more leader ids than the store can bind in one statement (a
+    /// term that re-marked more often than `max` times).
+    #[error("{count} leader ids in one statement; the store takes at most {max}")]
+    TooManyLeaderIds { count: usize, max: usize },
 
     /// A bounded wait ran out.
     #[error("timed out after {after:?} waiting for {what}")]
@@ -195,6 +264,24 @@ impl Error {
     pub(crate) fn mssql(action: impl Into<String>) -> impl FnOnce(tiberius::error::Error) -> Error {
         let action = action.into();
         move |source| Error::SqlServer { action, source }
+    }
+}
+
+/// A transactional producer's call, for [`Error::Transaction`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnCall {
+    Begin,
+    Commit,
+    Abort,
+}
+
+impl fmt::Display for TxnCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TxnCall::Begin => "begin",
+            TxnCall::Commit => "commit",
+            TxnCall::Abort => "abort",
+        })
     }
 }
 

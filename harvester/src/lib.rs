@@ -134,7 +134,7 @@ pub mod stats;
 pub mod store;
 
 pub use config::Config;
-pub use error::{chain, ConfigProblem, Error, Result};
+pub use error::{chain, ConfigProblem, Error, Result, TxnCall};
 pub use harvester::{HarvestEvent, Harvester, HarvesterHandle, HarvesterState, LAYOUT_CHECK};
 
 /// The README's Rust examples, compiled (and run, where they need no services) as doctests.

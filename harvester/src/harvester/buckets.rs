@@ -26,16 +26,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::{HarvestEvent, HarvesterState, RunningTerm};
+use super::{HarvestEvent, HarvesterState};
 use crate::assign::{Ack, AssignmentEvent, AssignmentEvents, Assignor, Buckets};
-use crate::election::Term;
 use crate::error::{ConfigProblem, Error};
-use crate::pipeline::narrow::{Narrow, Narrowed};
-use crate::pipeline::Gate;
+use crate::pipeline::narrow::Narrowed;
+use crate::pipeline::{Gate, RunningTerm};
 use crate::stats::Stats;
 use crate::store::BucketScope;
 use crate::Result;
@@ -131,13 +130,7 @@ impl super::Harvester {
         ));
         tracing::info!(%generation, buckets = ?buckets, "harvesting buckets");
         let gated = Arc::new(RwLock::new(buckets.iter().copied().collect()));
-        let running = self.start(
-            Term::new(),
-            generation,
-            refresh,
-            segment_gate(assignor, &gated),
-            scope,
-        );
+        let running = self.start(generation, refresh, segment_gate(assignor, &gated), scope);
         self.status.write().leading_since = Some(std::time::SystemTime::now());
         Stats::add(&self.stats.terms, 1);
         self.emit(HarvestEvent::Acquired {
@@ -154,15 +147,7 @@ impl super::Harvester {
     /// [`crate::pipeline::narrow`]). Anything but [`Narrowed::Drained`] means the segment must
     /// stop instead: cut at once after a [`Narrowed::TimedOut`] (the drain bound is spent).
     async fn narrow(&self, segment: &mut Segment, revoked: &Buckets) -> Narrowed {
-        let (done, outcome) = oneshot::channel();
-        let request = Narrow {
-            buckets: revoked.clone(),
-            done,
-        };
-        if segment.running.narrow.send(request).await.is_err() {
-            return Narrowed::Failed;
-        }
-        let outcome = outcome.await.unwrap_or(Narrowed::Failed);
+        let outcome = segment.running.narrow(revoked.clone()).await;
         if outcome == Narrowed::Drained {
             segment.buckets.retain(|b| !revoked.contains(b));
             *segment.gated.write() = segment.buckets.iter().copied().collect();
@@ -286,24 +271,11 @@ impl super::Harvester {
                     self.status.write().leader_id = Some(generation);
                     self.emit(HarvestEvent::Refreshed { leader_id: generation });
                 }
-                ended = async { (&mut segment.as_mut().expect("guarded").running.handle).await }, if segment.is_some() => {
+                ended = async { segment.as_mut().expect("guarded").running.ended().await }, if segment.is_some() => {
                     let s = segment.take().expect("guarded");
-                    match ended {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) if e.ends_harvest() => {
-                            tracing::error!("pipeline stopped: {e}; the harvester stops");
-                            break Err(e);
-                        }
-                        Ok(Err(e)) => {
-                            Stats::add(&self.stats.pipeline_restarts, 1);
-                            tracing::warn!("pipeline stopped: {e}; restarting with a fresh leader id");
-                        }
-                        Err(e) => {
-                            Stats::add(&self.stats.pipeline_restarts, 1);
-                            tracing::error!("pipeline panicked: {e}; restarting with a fresh leader id");
-                        }
+                    if let Err(e) = self.after_pipeline_end(ended).await {
+                        break Err(e);
                     }
-                    tokio::time::sleep(self.config.limits.io_error_backoff).await;
                     let still: Buckets = s.buckets.iter().copied().filter(|b| assignor.owns(*b)).collect();
                     if !still.is_empty() {
                         *segment = Some(self.start_segment(assignor, still, &refresh_tx));

@@ -14,13 +14,13 @@ mod buckets;
 
 pub use buckets::LAYOUT_CHECK;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
 use sqlx::PgPool;
-use tokio::sync::{broadcast, mpsc, Semaphore};
+use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -28,9 +28,8 @@ use uuid::Uuid;
 use crate::assign::Assignor;
 use crate::config::{Config, Coordinator};
 use crate::election::{ElectionEvent, Elector, Term};
-use crate::error::Error;
-use crate::pipeline::narrow::Narrow;
-use crate::pipeline::{run_term, Adapt, Gate, Routing, ShardProducer, TermContext, Transactions};
+use crate::error::{chain, Error};
+use crate::pipeline::{Gate, RunningTerm};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::store::postgres::PgStore;
 use crate::store::BucketScope;
@@ -94,13 +93,10 @@ enum Coordination {
     Buckets(Arc<dyn Assignor>),
 }
 
-struct RunningTerm {
+/// The elector's term and the pipeline running for it.
+struct Leading {
     term: Term,
-    graceful: CancellationToken,
-    hard: CancellationToken,
-    handle: JoinHandle<Result<()>>,
-    /// Hands buckets over while the rest keep flowing (bucket sharing only).
-    narrow: mpsc::Sender<Narrow>,
+    pipeline: RunningTerm,
 }
 
 impl Harvester {
@@ -331,7 +327,7 @@ impl Harvester {
         let (refresh_tx, mut refresh_rx) = mpsc::unbounded_channel();
         let mut meter = tokio::time::interval(self.config.limits.min_metrics_interval);
         meter.tick().await;
-        let mut running: Option<RunningTerm> = None;
+        let mut leading: Option<Leading> = None;
         let elector_closed = elector.closed();
         tokio::pin!(elector_closed);
         let outcome = loop {
@@ -339,7 +335,7 @@ impl Harvester {
                 () = cancel.cancelled() => break Ok(()),
                 // The elector failed (or was closed by someone else): stop leader work now.
                 ended = &mut elector_closed => {
-                    self.stop(running.take(), true).await;
+                    self.stop(leading.take().map(|l| l.pipeline), true).await;
                     break ended.and(Err(Error::Election {
                         elector: elector.describe(),
                         source: Arc::new(Error::Closed("the elector")),
@@ -348,19 +344,21 @@ impl Harvester {
                 event = events.recv() => match event {
                     None => break elector.closed().await,
                     Some(ElectionEvent::Acquired { term }) => {
-                        self.stop(running.take(), true).await;
-                        running = Some(self.start(term, term.id(), &refresh_tx, leader_gate(elector), None));
+                        self.stop(leading.take().map(|l| l.pipeline), true).await;
+                        tracing::info!(%term, "leading");
+                        let pipeline = self.start(term.id(), &refresh_tx, leader_gate(elector), None);
+                        leading = Some(Leading { term, pipeline });
                         self.status.write().leading_since = Some(std::time::SystemTime::now());
                         Stats::add(&self.stats.terms, 1);
                         self.emit(HarvestEvent::Acquired { leader_id: term.id() });
                     }
                     Some(ElectionEvent::Fenced { .. }) => {
-                        self.stop(running.take(), true).await;
+                        self.stop(leading.take().map(|l| l.pipeline), true).await;
                         Stats::add(&self.stats.fences, 1);
                         self.emit(HarvestEvent::Fenced);
                     }
                     Some(ElectionEvent::Revoked { ack, .. }) => {
-                        self.stop(running.take(), false).await;
+                        self.stop(leading.take().map(|l| l.pipeline), false).await;
                         ack.ack();
                         Stats::add(&self.stats.revokes, 1);
                         self.emit(HarvestEvent::Revoked);
@@ -370,33 +368,21 @@ impl Harvester {
                     self.status.write().leader_id = Some(generation);
                     self.emit(HarvestEvent::Refreshed { leader_id: generation });
                 }
-                ended = async { (&mut running.as_mut().expect("guarded").handle).await }, if running.is_some() => {
-                    let term = running.take().expect("guarded").term;
-                    match ended {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) if e.ends_harvest() => {
-                            tracing::error!("pipeline stopped: {e}; the harvester stops");
-                            break Err(e);
-                        }
-                        Ok(Err(e)) => {
-                            Stats::add(&self.stats.pipeline_restarts, 1);
-                            tracing::warn!("pipeline stopped: {e}; restarting with a fresh leader id");
-                        }
-                        Err(e) => {
-                            Stats::add(&self.stats.pipeline_restarts, 1);
-                            tracing::error!("pipeline panicked: {e}; restarting with a fresh leader id");
-                        }
+                ended = async { leading.as_mut().expect("guarded").pipeline.ended().await }, if leading.is_some() => {
+                    let term = leading.take().expect("guarded").term;
+                    if let Err(e) = self.after_pipeline_end(ended).await {
+                        break Err(e);
                     }
-                    tokio::time::sleep(self.config.limits.io_error_backoff).await;
                     if elector.term() == Some(term) {
-                        running = Some(self.start(term, Uuid::new_v4(), &refresh_tx, leader_gate(elector), None));
+                        let pipeline = self.start(Uuid::new_v4(), &refresh_tx, leader_gate(elector), None);
+                        leading = Some(Leading { term, pipeline });
                     }
                 }
                 _ = meter.tick() => self.emit(HarvestEvent::Meter(self.stats.snapshot())),
             }
         };
         self.set_state(HarvesterState::Closing);
-        self.stop(running.take(), false).await;
+        self.stop(leading.take().map(|l| l.pipeline), false).await;
         elector.close();
         // The elector's revoke barrier may fire while closing: acknowledge it (the pipeline is
         // already stopped) until the elector reports closed.
@@ -455,165 +441,64 @@ impl Harvester {
         outcome
     }
 
+    /// Starts a pipeline for a term (or a segment of buckets) under `generation`.
     fn start(
         &self,
-        term: Term,
         generation: Uuid,
         refresh: &mpsc::UnboundedSender<Uuid>,
         gate: Gate,
         scope: Option<BucketScope>,
     ) -> RunningTerm {
-        let epoch = self.epochs.fetch_add(1, Ordering::Relaxed) + 1;
-        let transactional = self.config.publish.transactional().cloned();
-        // Transactional members sharing by bucket publish each bucket under an id of its own.
-        let (routing, ids): (Routing, Vec<Option<String>>) = match (&transactional, &scope) {
-            (Some(t), Some(scope)) => (
-                Routing::ByBucket {
-                    count: scope.count,
-                    units: scope.buckets.clone(),
-                },
-                scope.buckets.iter().map(|b| Some(t.unit_id(*b))).collect(),
-            ),
-            (t, _) => (
-                Routing::ByKey,
-                (0..self.config.limits.shards())
-                    .map(|i| t.as_ref().map(|t| t.shard_id(i)))
-                    .collect(),
-            ),
-        };
-        // Ids a predecessor with more shards may have used: registered too, then let go.
-        let fence_only = match (&transactional, &routing) {
-            (Some(t), Routing::ByKey) => t.fence_only_ids(ids.len()),
-            _ => Vec::new(),
-        };
         self.status.write().leader_id = Some(generation);
-        let limits = self.config.limits.clone();
-        let adapt = Adapt::new(&limits, Arc::clone(&self.stats));
-        let ctx = Arc::new(TermContext {
+        crate::pipeline::Term {
             store: Arc::clone(&self.store),
-            permits: Arc::new(Semaphore::new(adapt.window())),
-            adapt,
-            limits,
-            gate,
-            scope: RwLock::new(scope),
-            marking: tokio::sync::Mutex::new(()),
+            limits: self.config.limits.clone(),
             stats: Arc::clone(&self.stats),
-            generations: Arc::new(RwLock::new(vec![generation])),
-            force_remark: Arc::new(AtomicBool::new(false)),
+            gate,
+            scope,
+            generation,
             on_refresh: refresh.clone(),
-            wake_marker: tokio::sync::Notify::new(),
-            epoch,
+            epoch: self.epochs.fetch_add(1, Ordering::Relaxed) + 1,
             fatal_rows: Arc::clone(&self.fatal_rows),
-            transactions: self.transactions(),
-            routing,
-        });
-        let graceful = CancellationToken::new();
-        let hard = CancellationToken::new();
-        let producer_config = self.config.producer_client_config();
-        let shards = ids.len();
-        let init_timeout = self.txn_call_timeout();
-        let (g, h) = (graceful.clone(), hard.clone());
-        let (narrow, narrowings) = mpsc::channel(1);
-        tracing::info!(%term, %generation, "leading: starting the pipeline");
-        let handle = tokio::spawn(async move {
-            let config = producer_config.map_err(Error::InvalidConfig)?;
-            // Registering transactional ids blocks (a round trip each, and it waits for the
-            // previous owner's open transaction to be aborted): off the runtime, all shards at
-            // once. A term that ends meanwhile registers no more: a late registration would
-            // fence its successor.
-            let registering = std::time::Instant::now();
-            let fencing = fence_only.into_iter().map(|id| (true, Some(id)));
-            let all = ids.into_iter().map(|id| (false, id)).chain(fencing);
-            let creating = all.enumerate().map(|(i, (fence_only, id))| {
-                let config = config.clone();
-                let (cut, ctx) = (h.clone(), Arc::clone(&ctx));
-                tokio::task::spawn_blocking(move || {
-                    if id.is_some() && (cut.is_cancelled() || !ctx.may_act()) {
-                        return Err(Error::Pipeline(
-                            "the term ended while its producers were being registered".into(),
-                        ));
-                    }
-                    let producer = ShardProducer::new(i, &config, id, init_timeout)?;
-                    Ok((!fence_only).then_some(producer))
-                })
-            });
-            let producers = futures::future::join_all(creating)
-                .await
-                .into_iter()
-                .map(|joined| {
-                    joined
-                        .map_err(|e| Error::Pipeline(format!("creating a producer failed: {e}")))?
-                })
-                .collect::<Result<Vec<_>>>()?
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>();
-            tracing::info!(
-                shards,
-                transactional = transactional.is_some(),
-                elapsed = ?registering.elapsed(),
-                "producers ready"
-            );
-            let result = run_term(ctx, producers.clone(), narrowings, g, h.clone()).await;
-            // Destroying producers blocks until librdkafka lets go; keep that off the runtime.
-            let fenced = h.is_cancelled();
-            let _ = tokio::task::spawn_blocking(move || {
-                for p in &producers {
-                    if fenced {
-                        p.purge_queued();
-                    }
-                }
-                drop(producers);
-            })
-            .await;
-            result
-        });
-        RunningTerm {
-            term,
-            graceful,
-            hard,
-            handle,
-            narrow,
+            transactional: self.config.publish.transactional().cloned(),
+            producer: self.config.producer_client_config(),
+            // A commit waits for its records, which fail after the producers' delivery timeout
+            // (below the succession, validated), then for the coordinator.
+            txn_timeout: self.config.leader.succession() + Duration::from_secs(5),
         }
+        .start()
     }
 
-    /// Transactional mode's settings for the shards, None in idempotent mode.
-    fn transactions(&self) -> Option<Transactions> {
-        let t = self.config.publish.transactional()?;
-        Some(Transactions {
-            max_records: t.max_records,
-            linger: t.linger,
-            timeout: self.txn_call_timeout(),
-        })
-    }
-
-    /// Bound of one transaction call: a commit waits for its records, which fail after the
-    /// producers' delivery timeout (below the succession, validated), then for the coordinator.
-    fn txn_call_timeout(&self) -> Duration {
-        self.config.leader.succession() + Duration::from_secs(5)
-    }
-
-    /// Stops a term: `hard` cuts it (fenced), otherwise it drains (bounded).
+    /// Stops a term's pipeline: `hard` cuts it (fenced), otherwise it drains (bounded).
     async fn stop(&self, running: Option<RunningTerm>, hard: bool) {
-        let Some(mut t) = running else { return };
-        if hard {
-            t.hard.cancel();
-        } else {
-            t.graceful.cancel();
-        }
+        let Some(running) = running else { return };
         let bound = self.config.drain_timeout() + Duration::from_secs(2);
-        let ended = tokio::time::timeout(bound, &mut t.handle).await;
-        if ended.is_err() {
-            tracing::warn!("pipeline did not stop within {bound:?}; cutting it");
-            t.hard.cancel();
-            let _ = tokio::time::timeout(Duration::from_secs(5), &mut t.handle).await;
+        running.stop(hard, bound).await;
+        let mut status = self.status.write();
+        status.leader_id = None;
+        status.leading_since = None;
+    }
+
+    /// What a pipeline that ended on its own means: `Err` when the harvester must stop (a
+    /// restart would meet the same refusal), otherwise it is counted and, after
+    /// `limits.io_error_backoff`, restarted by the caller under a fresh leader id.
+    async fn after_pipeline_end(&self, ended: Result<()>) -> Result<()> {
+        match ended {
+            Ok(()) => {}
+            Err(e) if e.ends_harvest() => {
+                tracing::error!("pipeline stopped: {}; the harvester stops", chain(&e));
+                return Err(e);
+            }
+            Err(e) => {
+                Stats::add(&self.stats.pipeline_restarts, 1);
+                tracing::warn!(
+                    "pipeline stopped: {}; restarting with a fresh leader id",
+                    chain(&e)
+                );
+            }
         }
-        {
-            let mut status = self.status.write();
-            status.leader_id = None;
-            status.leading_since = None;
-        }
-        tracing::info!(term = %t.term, hard, "pipeline stopped");
+        tokio::time::sleep(self.config.limits.io_error_backoff).await;
+        Ok(())
     }
 
     /// Runs on a task of its own; stop with [`HarvesterHandle::stop`].
@@ -653,8 +538,9 @@ impl HarvesterHandle {
 
     /// Waits for it to end.
     pub async fn wait(self) -> Result<()> {
-        self.join
-            .await
-            .map_err(|e| Error::Pipeline(format!("harvester task failed: {e}")))?
+        self.join.await.map_err(|source| Error::TaskFailed {
+            task: "harvester",
+            source,
+        })?
     }
 }

@@ -161,12 +161,11 @@ fn targets(router: &Router, rows: &[Decoded], shards: usize) -> Result<Vec<usize
     rows.iter()
         .filter_map(|d| d.as_ref().ok())
         .map(|r| {
-            router.shard(r, shards).ok_or_else(|| {
-                crate::Error::Pipeline(format!(
-                    "row {} was marked outside this term's fencing units",
-                    r.id
-                ))
-            })
+            router
+                .shard(r, shards)
+                .ok_or_else(|| crate::Error::StoreAnswer {
+                    what: format!("row {} was marked outside this term's fencing units", r.id),
+                })
         })
         .collect()
 }

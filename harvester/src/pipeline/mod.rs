@@ -15,6 +15,11 @@
 //!   leader ids), and tells the shard when a row is gone;
 //!   only then does the key's next record go out.
 //!
+//! A term has one owner: [`term`] builds its context and producers, wires and runs the stages,
+//! and hands its owner a [`RunningTerm`] to narrow, stop or await; the harvester only decides
+//! when terms start and end. The statements that settle a held row's fate (purge, reset,
+//! quarantine) live in [`settle`], for the purger and the shards alike.
+//!
 //! ## One record per key in flight, by default
 //! The idempotent producer keeps a partition's batches in order across its own retries, so two
 //! records of a key in flight would arrive in order *if both succeed*. They do not fail
@@ -85,8 +90,10 @@ mod producer;
 mod purger;
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 pub mod route;
+mod settle;
 mod shard;
 mod stall;
+mod term;
 mod txn;
 mod units;
 
@@ -96,7 +103,6 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 use tokio::sync::{mpsc, oneshot, Semaphore};
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub(crate) use crate::stats::Stats;
@@ -109,7 +115,7 @@ use crate::Result;
 use keys::Key;
 #[cfg(feature = "internals")]
 pub use producer::message_headers;
-pub(crate) use producer::ShardProducer;
+pub(crate) use term::{RunningTerm, Term};
 pub(crate) use txn::Transactions;
 pub(crate) use units::Routing;
 
@@ -273,109 +279,5 @@ impl TermContext {
                 .in_flight_records
                 .fetch_sub(n as i64, std::sync::atomic::Ordering::Relaxed);
         }
-    }
-}
-
-/// The term's producer shards in `harvester_producer_shards` while it runs.
-struct ShardsGauge<'a>(&'a Stats, i64);
-
-impl<'a> ShardsGauge<'a> {
-    fn new(stats: &'a Stats, shards: usize) -> Self {
-        let n = shards as i64;
-        stats
-            .producer_shards
-            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-        ShardsGauge(stats, n)
-    }
-}
-
-impl Drop for ShardsGauge<'_> {
-    fn drop(&mut self) {
-        self.0
-            .producer_shards
-            .fetch_sub(self.1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// Runs the pipeline until `graceful` (stop marking, drain, purge) or `hard` (stop at once),
-/// serving `narrowings` (buckets handed over while the rest keep flowing) meanwhile.
-pub(crate) async fn run_term(
-    ctx: Arc<TermContext>,
-    producers: Vec<Arc<ShardProducer>>,
-    narrowings: mpsc::Receiver<narrow::Narrow>,
-    graceful: CancellationToken,
-    hard: CancellationToken,
-) -> Result<()> {
-    let shards = producers.len();
-    let _shards_gauge = ShardsGauge::new(&ctx.stats, shards);
-    let marks = gone::MarksBegun::default();
-    let (purge_tx, purge_rx) = mpsc::channel(ctx.limits.purge_batch_records.max(64));
-    let mut batch_txs = Vec::with_capacity(shards);
-    let mut done_txs = Vec::with_capacity(shards);
-    let mut tasks = tokio::task::JoinSet::new();
-    for producer in producers {
-        let (batch_tx, batch_rx) = mpsc::channel(ctx.limits.send_buffer);
-        let (done_tx, done_rx) = mpsc::unbounded_channel();
-        batch_txs.push(batch_tx);
-        done_txs.push(done_tx);
-        let shard = shard::Shard::new(
-            Arc::clone(&ctx),
-            producer,
-            purge_tx.clone(),
-            Arc::clone(&marks),
-        );
-        tasks.spawn(shard.run(batch_rx, done_rx, hard.clone()));
-    }
-    tasks.spawn(purger::run(
-        Arc::clone(&ctx),
-        purge_rx,
-        done_txs,
-        hard.clone(),
-    ));
-    let narrower = tokio::spawn(narrow::serve(
-        Arc::clone(&ctx),
-        batch_txs.clone(),
-        narrowings,
-        graceful.clone(),
-        hard.clone(),
-    ));
-    let narrower_stop = narrower.abort_handle();
-    let marker = marker::run(
-        Arc::clone(&ctx),
-        marks,
-        batch_txs,
-        purge_tx,
-        graceful,
-        hard.clone(),
-    );
-    // The marker is joined with the other stages, so that a stage that fails stops the pipeline
-    // at once: awaited first, it kept marking while a shard that had given up its stuck producer
-    // was gone, and with nothing new for that shard (its held rows still marked) it never
-    // learned, so the term never restarted.
-    tasks.spawn(async move {
-        let ended = marker.await;
-        // The narrower holds senders of the shards' channels: the shards drain once it is gone.
-        narrower_stop.abort();
-        ended
-    });
-    let mut first_error = None;
-    while let Some(joined) = tasks.join_next().await {
-        match joined {
-            Ok(Err(e)) if first_error.is_none() => {
-                hard.cancel();
-                first_error = Some(e);
-            }
-            Err(e) if first_error.is_none() => {
-                hard.cancel();
-                first_error = Some(crate::Error::Pipeline(format!("a stage task failed: {e}")));
-            }
-            _ => {}
-        }
-    }
-    narrower.abort();
-    let _ = narrower.await;
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(()),
     }
 }

@@ -79,11 +79,13 @@ impl Router {
         }
         let buckets = store.buckets_of(&unknown, *count).await?;
         if buckets.len() != unknown.len() {
-            return Err(crate::Error::Pipeline(format!(
-                "the store gave {} buckets for {} keys",
-                buckets.len(),
-                unknown.len()
-            )));
+            return Err(crate::Error::StoreAnswer {
+                what: format!(
+                    "the store gave {} buckets for {} keys",
+                    buckets.len(),
+                    unknown.len()
+                ),
+            });
         }
         if self.known.len() + unknown.len() > KNOWN_KEYS_MAX {
             self.known.clear();

@@ -99,10 +99,12 @@ pub(super) async fn mark(
         tx.rollback()
             .await
             .map_err(Error::db("roll back an inexact mark"))?;
-        return Err(Error::Pipeline(format!(
-            "a mark changed {marked} rows but read back {}: rolled back",
-            rows.len()
-        )));
+        return Err(Error::StoreAnswer {
+            what: format!(
+                "a mark changed {marked} rows but read back {}: rolled back",
+                rows.len()
+            ),
+        });
     }
     tx.commit().await.map_err(Error::db("commit the mark"))?;
     Ok(rows)

@@ -315,10 +315,9 @@ impl OutboxStore for MariaDbStore {
                     .await
                     .map_err(Error::db("compute the buckets of held keys"))?;
                 for b in got {
-                    buckets.push(
-                        u16::try_from(b)
-                            .map_err(|_| Error::Pipeline(format!("bucket {b} out of range")))?,
-                    );
+                    buckets.push(u16::try_from(b).map_err(|_| Error::StoreAnswer {
+                        what: format!("bucket {b} out of range"),
+                    })?);
                 }
             }
             Ok(buckets)
@@ -337,10 +336,8 @@ impl OutboxStore for MariaDbStore {
                 .fetch_one(&self.pool)
                 .await
                 .map_err(Error::db("read the bucket layout"))?;
-            u16::try_from(recorded).map_err(|_| {
-                Error::Pipeline(format!(
-                    "the recorded bucket count {recorded} is out of range"
-                ))
+            u16::try_from(recorded).map_err(|_| Error::StoreAnswer {
+                what: format!("the recorded bucket count {recorded} is out of range"),
             })
         })
     }
@@ -394,9 +391,11 @@ impl OutboxStore for MariaDbStore {
                 .rows_affected();
             if (copied, deleted) != (1, 1) {
                 tx.rollback().await.map_err(Error::db(action))?;
-                return Err(Error::Pipeline(format!(
-                    "quarantine of row {id} copied {copied} and deleted {deleted} rows: rolled back"
-                )));
+                return Err(Error::StoreAnswer {
+                    what: format!(
+                        "quarantine of row {id} copied {copied} and deleted {deleted} rows: rolled back"
+                    ),
+                });
             }
             tx.commit().await.map_err(Error::db(action))?;
             Ok(true)

@@ -103,8 +103,8 @@ impl Stasher {
                 .execute(&mut **tx)
                 .await
                 .map_err(Error::db("stash outbox records"))?;
-            let first = i64::try_from(done.last_insert_id()).map_err(|_| {
-                Error::Pipeline(format!("insert id {} out of range", done.last_insert_id()))
+            let first = i64::try_from(done.last_insert_id()).map_err(|_| Error::StoreAnswer {
+                what: format!("insert id {} out of range", done.last_insert_id()),
             })?;
             let step = if size > 1 {
                 match increment {

@@ -83,10 +83,10 @@ pub fn bucket_mask(scope: &BucketScope) -> String {
 /// `leaders`, padded to a power of two by repeating the last (callers pass at least one).
 pub fn leader_list(leaders: &[Uuid]) -> Result<Vec<Uuid>> {
     if leaders.len() > MAX_LEADERS {
-        return Err(Error::Pipeline(format!(
-            "{} leader ids in one statement; sql server takes at most {MAX_LEADERS}",
-            leaders.len()
-        )));
+        return Err(Error::TooManyLeaderIds {
+            count: leaders.len(),
+            max: MAX_LEADERS,
+        });
     }
     let mut list = leaders.to_vec();
     if let Some(&last) = leaders.last() {

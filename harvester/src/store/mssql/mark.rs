@@ -87,8 +87,8 @@ pub(super) async fn require_row_versioning(pool: &Pool) -> Result<()> {
             Query::new(include_str!("sql/isolation.sql")),
         )
         .await?;
-    let row = rows.first().ok_or_else(|| {
-        Error::Pipeline("sys.databases has no row for the current database".into())
+    let row = rows.first().ok_or_else(|| Error::StoreAnswer {
+        what: "sys.databases has no row for the current database".into(),
     })?;
     let get = |e| Error::mssql("read the database's isolation settings")(e);
     let name: &str = row.try_get("name").map_err(get)?.unwrap_or("");

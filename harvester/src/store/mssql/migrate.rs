@@ -91,9 +91,11 @@ async fn lock(conn: &mut Conn, table: &TableName, statement_timeout: Duration) -
                 })
             }
             other => {
-                return Err(Error::Pipeline(format!(
-                    "sp_getapplock returned {other} for the migration lock of {table}"
-                )))
+                return Err(Error::StoreAnswer {
+                    what: format!(
+                        "sp_getapplock returned {other} for the migration lock of {table}"
+                    ),
+                })
             }
         }
     }

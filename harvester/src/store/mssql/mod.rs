@@ -240,18 +240,15 @@ impl OutboxStore for MssqlStore {
                 let statement = bind::buckets_of(&self.statements, chunk, count);
                 for row in conn.rows(action, statement.query()).await? {
                     let b: i64 = row.try_get(0).map_err(Error::mssql(action))?.unwrap_or(-1);
-                    buckets.push(
-                        u16::try_from(b)
-                            .map_err(|_| Error::Pipeline(format!("bucket {b} out of range")))?,
-                    );
+                    buckets.push(u16::try_from(b).map_err(|_| Error::StoreAnswer {
+                        what: format!("bucket {b} out of range"),
+                    })?);
                 }
             }
             if buckets.len() != keys.len() {
-                return Err(Error::Pipeline(format!(
-                    "{} buckets computed for {} keys",
-                    buckets.len(),
-                    keys.len()
-                )));
+                return Err(Error::StoreAnswer {
+                    what: format!("{} buckets computed for {} keys", buckets.len(), keys.len()),
+                });
             }
             Ok(buckets)
         })
@@ -275,11 +272,11 @@ impl OutboxStore for MssqlStore {
                 .transpose()
                 .map_err(Error::mssql("read the bucket layout"))?
                 .flatten()
-                .ok_or_else(|| Error::Pipeline("no bucket layout recorded".into()))?;
-            u16::try_from(recorded).map_err(|_| {
-                Error::Pipeline(format!(
-                    "the recorded bucket count {recorded} is out of range"
-                ))
+                .ok_or_else(|| Error::StoreAnswer {
+                    what: "no bucket layout recorded".into(),
+                })?;
+            u16::try_from(recorded).map_err(|_| Error::StoreAnswer {
+                what: format!("the recorded bucket count {recorded} is out of range"),
             })
         })
     }
@@ -323,9 +320,9 @@ impl OutboxStore for MssqlStore {
             let rows = conn
                 .rows(action, Query::new(self.statements.backlog.as_str()))
                 .await?;
-            let row = rows
-                .first()
-                .ok_or_else(|| Error::Pipeline("the backlog query returned no row".into()))?;
+            let row = rows.first().ok_or_else(|| Error::StoreAnswer {
+                what: "the backlog query returned no row".into(),
+            })?;
             let get = |column: &str| row.try_get::<i64, _>(column).map_err(Error::mssql(action));
             let capped = get("capped")?.unwrap_or(0);
             let span = get("span")?;

@@ -211,10 +211,12 @@ impl Pool {
                     }
                 }
             }
-            Err(Error::Pipeline(format!(
-                "sql server at {} redirected the connection more than once",
-                target.describe()
-            )))
+            Err(Error::StoreAnswer {
+                what: format!(
+                    "sql server at {} redirected the connection more than once",
+                    target.describe()
+                ),
+            })
         };
         tokio::time::timeout(inner.connect_timeout, work)
             .await

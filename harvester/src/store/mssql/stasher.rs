@@ -93,9 +93,9 @@ impl Stasher {
         let ids = self
             .stash_batch(client, std::slice::from_ref(record))
             .await?;
-        ids.into_iter()
-            .next()
-            .ok_or_else(|| Error::Pipeline("an insert of one record returned no id".into()))
+        ids.into_iter().next().ok_or_else(|| Error::StoreAnswer {
+            what: "an insert of one record returned no id".into(),
+        })
     }
 
     /// Inserts records on `client`, in its open transaction, in order; returns their ids.
@@ -129,10 +129,9 @@ impl Stasher {
                 .collect::<std::result::Result<Vec<i64>, _>>()
                 .map_err(Error::mssql("read the stashed records' ids"))?;
             if got.len() != size {
-                return Err(Error::Pipeline(format!(
-                    "an insert of {size} records returned {} ids",
-                    got.len()
-                )));
+                return Err(Error::StoreAnswer {
+                    what: format!("an insert of {size} records returned {} ids", got.len()),
+                });
             }
             // OUTPUT's order is not guaranteed; the ids' order is the records' (stash.sql).
             got.sort_unstable();

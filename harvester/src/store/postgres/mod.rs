@@ -341,7 +341,9 @@ impl PgStore {
         .fetch_one(&self.pool)
         .await
         .map_err(Error::db("compute a key's bucket"))?;
-        u16::try_from(bucket).map_err(|_| Error::Pipeline(format!("bucket {bucket} out of range")))
+        u16::try_from(bucket).map_err(|_| Error::StoreAnswer {
+            what: format!("bucket {bucket} out of range"),
+        })
     }
 }
 
@@ -506,8 +508,9 @@ impl OutboxStore for PgStore {
             buckets
                 .into_iter()
                 .map(|b| {
-                    u16::try_from(b)
-                        .map_err(|_| Error::Pipeline(format!("bucket {b} out of range")))
+                    u16::try_from(b).map_err(|_| Error::StoreAnswer {
+                        what: format!("bucket {b} out of range"),
+                    })
                 })
                 .collect()
         })
@@ -525,10 +528,8 @@ impl OutboxStore for PgStore {
                 .fetch_one(&self.pool)
                 .await
                 .map_err(Error::db("read the bucket layout"))?;
-            u16::try_from(recorded).map_err(|_| {
-                Error::Pipeline(format!(
-                    "the recorded bucket count {recorded} is out of range"
-                ))
+            u16::try_from(recorded).map_err(|_| Error::StoreAnswer {
+                what: format!("the recorded bucket count {recorded} is out of range"),
             })
         })
     }
