@@ -15,9 +15,9 @@ use testkit::verify::ClientSettings;
 use testkit::Broker;
 use workloads::Backend;
 
+use crate::ground::Ground;
 use crate::plot::{line_chart, Extras, Series, Span, XAxis};
 use crate::report::{append_json, markdown, Ceilings, Provenance, RunResult};
-use crate::run::setup::Ground;
 use crate::run::Bench;
 use crate::scenario::ScenarioFile;
 use crate::BenchError;

@@ -17,6 +17,9 @@
 //!   than absolute numbers from a noisy machine.
 //! - [`broker`]: which broker a run measures (the real one from `--brokers` / `KAFKA_BROKERS`,
 //!   or the embedded mock) and what about it shapes the figures, for the provenance.
+//! - [`ground`]: a scenario's own schema (or database), topics and reaper config, under both
+//!   the run and the ceilings; what differs between Postgres and MariaDB is one
+//!   [`ground::Database`] implementation per backend.
 //! - [`run`]: one scenario, end to end: schema, topic, pre-fill, harvesters, writers, faults,
 //!   drain, then [`analysis`] (verifier, hdrhistogram percentiles, throughput, failover gap).
 //! - [`report`] and [`plot`]: JSON lines, a Markdown summary, SVG plots under `results/`;
@@ -41,6 +44,7 @@ pub mod dbwork;
 pub mod electors;
 mod error;
 pub mod fleet;
+pub mod ground;
 pub mod mariadb;
 pub mod pg;
 pub mod plan;

@@ -3,17 +3,174 @@
 //! tables, created and upgraded by the harvester's own migrations.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use harvester::config::{DatabaseConfig, OutboxConfig};
 use harvester::outbox::TableName;
-use harvester::store::mariadb::{connect_options, decode_headers, migrate, quoted};
+use harvester::store::mariadb::{connect_options, decode_headers, migrate, quoted, MariaDbStore};
+use harvester::store::{OutboxMode, OutboxStore};
 use sqlx::mysql::MySqlPoolOptions;
-use sqlx::{ConnectOptions, Executor, MySqlPool};
+use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
+use workloads::Db;
 
+use super::database::{Database, Pinner};
 use crate::BenchError;
 
+/// A scenario's database on MariaDB/MySQL and the bench's pool on it.
+#[derive(Debug)]
+pub struct MariaDb {
+    pool: MySqlPool,
+    database: String,
+}
+
+impl MariaDb {
+    /// Creates database `name` on the server behind `url` and opens a pool of `pool_size` on it.
+    pub async fn create(url: &str, name: &str, pool_size: u32) -> Result<Self, BenchError> {
+        Ok(MariaDb {
+            pool: create(url, name, pool_size).await?,
+            database: name.to_owned(),
+        })
+    }
+}
+
+impl Database for MariaDb {
+    fn db(&self) -> Db {
+        Db::MariaDb(self.pool.clone())
+    }
+
+    fn table<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<TableName, BenchError>> {
+        table(&self.pool, &self.database, name).boxed()
+    }
+
+    /// Nothing: snapshot mode does not run on MariaDB (`Scenario::unsupported_on`).
+    fn prepare<'a>(
+        &'a self,
+        _table: &'a TableName,
+        _mode: OutboxMode,
+    ) -> BoxFuture<'a, Result<(), BenchError>> {
+        async { Ok(()) }.boxed()
+    }
+
+    /// With a pool of its own with the harvester's session settings (READ COMMITTED,
+    /// timeouts), as the reaper connects.
+    fn store<'a>(
+        &'a self,
+        url: &'a str,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<Arc<dyn OutboxStore>, BenchError>> {
+        async move {
+            let outbox = OutboxConfig {
+                table: table.clone(),
+                ..OutboxConfig::default()
+            };
+            let database = DatabaseConfig {
+                url: url.to_owned(),
+                ..DatabaseConfig::default()
+            };
+            let store: Arc<dyn OutboxStore> =
+                Arc::new(MariaDbStore::connect(&database, &outbox).await?);
+            Ok(store)
+        }
+        .boxed()
+    }
+
+    fn truncate<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<(), BenchError>> {
+        truncate(&self.pool, table).boxed()
+    }
+
+    fn leftovers<'a>(
+        &'a self,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<(i64, i64, Vec<String>), BenchError>> {
+        leftovers(&self.pool, table).boxed()
+    }
+
+    fn remaining<'a>(
+        &'a self,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<HashSet<(u32, u64)>, BenchError>> {
+        remaining(&self.pool, table).boxed()
+    }
+
+    fn is_empty<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<bool, BenchError>> {
+        is_empty(&self.pool, table).boxed()
+    }
+
+    fn ids<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<Vec<i64>, BenchError>> {
+        async move {
+            sqlx::query_scalar(&format!("SELECT id FROM {} ORDER BY id", quoted(table)))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| BenchError::Run(format!("read the delete-only ceiling's ids: {e}")))
+        }
+        .boxed()
+    }
+
+    fn delete_ids<'a>(
+        &'a self,
+        table: &'a TableName,
+        ids: &'a [i64],
+    ) -> BoxFuture<'a, Result<u64, BenchError>> {
+        async move {
+            let sql = include_str!("sql/delete_only_mariadb.sql")
+                .replace("{{outbox}}", &quoted(table))
+                .replace("{{ids}}", &vec!["?"; ids.len()].join(", "));
+            let mut query = sqlx::query(&sql);
+            for id in ids {
+                query = query.bind(id);
+            }
+            let done = query
+                .execute(&self.pool)
+                .await
+                .map_err(|e| BenchError::Run(format!("run the delete-only statement: {e}")))?;
+            Ok(done.rows_affected())
+        }
+        .boxed()
+    }
+
+    fn pin_snapshot<'a>(
+        &'a self,
+        url: &'a str,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<Pinner, BenchError>> {
+        async move {
+            let mut conn = connect_options(url)?
+                .connect()
+                .await
+                .map_err(BenchError::db("connect the snapshot pinner"))?;
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                .await
+                .map_err(BenchError::db("begin the pinning transaction"))?;
+            conn.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                .await
+                .map_err(BenchError::db("begin the pinning transaction"))?;
+            conn.execute(format!("SELECT COUNT(*) FROM {}", quoted(table)).as_str())
+                .await
+                .map_err(BenchError::db("take the pinning snapshot"))?;
+            Ok(Pinner::new(
+                async move {
+                    let _ = conn.close().await;
+                }
+                .boxed(),
+            ))
+        }
+        .boxed()
+    }
+
+    fn prefill_method(&self) -> &'static str {
+        "multi-row INSERT, ANALYZE TABLE"
+    }
+
+    fn drop_schema(&self) -> BoxFuture<'_, ()> {
+        drop(&self.pool, &self.database).boxed()
+    }
+}
+
 /// Creates database `name` on the server behind `url` and opens a pool of `pool_size` on it.
-pub(super) async fn create(url: &str, name: &str, pool_size: u32) -> Result<MySqlPool, BenchError> {
+async fn create(url: &str, name: &str, pool_size: u32) -> Result<MySqlPool, BenchError> {
     let options = connect_options(url)?;
     let mut admin = options
         .connect()
@@ -32,18 +189,14 @@ pub(super) async fn create(url: &str, name: &str, pool_size: u32) -> Result<MySq
 }
 
 /// `database.name`, migrated (a native outbox: the only shape on MariaDB).
-pub(super) async fn table(
-    pool: &MySqlPool,
-    database: &str,
-    name: &str,
-) -> Result<TableName, BenchError> {
+async fn table(pool: &MySqlPool, database: &str, name: &str) -> Result<TableName, BenchError> {
     let table = TableName::parse(&format!("{database}.{name}")).map_err(BenchError::Run)?;
     migrate(pool, &table, &table.sibling("_quarantine")).await?;
     Ok(table)
 }
 
 /// (rows left in the outbox, rows quarantined, up to 5 quarantine reasons).
-pub(super) async fn leftovers(
+async fn leftovers(
     pool: &MySqlPool,
     table: &TableName,
 ) -> Result<(i64, i64, Vec<String>), BenchError> {
@@ -69,10 +222,7 @@ pub(super) async fn leftovers(
 type Leftover = (i64, Option<Vec<u8>>, Vec<u8>, Vec<u8>);
 
 /// (key, seq) of every row still in the outbox, its headers decoded as the store decodes them.
-pub(super) async fn remaining(
-    pool: &MySqlPool,
-    table: &TableName,
-) -> Result<HashSet<(u32, u64)>, BenchError> {
+async fn remaining(pool: &MySqlPool, table: &TableName) -> Result<HashSet<(u32, u64)>, BenchError> {
     let rows: Vec<Leftover> = sqlx::query_as(&format!(
         "SELECT id, kafka_key, header_keys, header_values FROM {}",
         quoted(table)
@@ -94,7 +244,7 @@ pub(super) async fn remaining(
 }
 
 /// Whether the outbox has no rows left.
-pub(super) async fn is_empty(pool: &MySqlPool, table: &TableName) -> Result<bool, BenchError> {
+async fn is_empty(pool: &MySqlPool, table: &TableName) -> Result<bool, BenchError> {
     let any: i64 = sqlx::query_scalar(&format!("SELECT EXISTS (SELECT 1 FROM {})", quoted(table)))
         .fetch_one(pool)
         .await
@@ -102,7 +252,7 @@ pub(super) async fn is_empty(pool: &MySqlPool, table: &TableName) -> Result<bool
     Ok(any == 0)
 }
 
-pub(super) async fn truncate(pool: &MySqlPool, table: &TableName) -> Result<(), BenchError> {
+async fn truncate(pool: &MySqlPool, table: &TableName) -> Result<(), BenchError> {
     pool.execute(format!("TRUNCATE TABLE {}", quoted(table)).as_str())
         .await
         .map_err(BenchError::db("truncate the writers' scratch table"))?;
@@ -111,7 +261,7 @@ pub(super) async fn truncate(pool: &MySqlPool, table: &TableName) -> Result<(), 
 
 /// Drops the database with everything in it, and closes the pool. A session still holding a
 /// metadata lock on one of its tables would make the drop wait: it waits 30 s at most.
-pub(super) async fn drop(pool: &MySqlPool, database: &str) {
+async fn drop(pool: &MySqlPool, database: &str) {
     if let Ok(mut conn) = pool.acquire().await {
         let _ = conn.execute("SET SESSION lock_wait_timeout = 30").await;
         let _ = conn

@@ -2,17 +2,164 @@
 //! its quarantine and any scratch tables.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use harvester::config::OutboxConfig;
 use harvester::outbox::{Shape, TableName};
-use harvester::store::postgres::migrate;
+use harvester::store::postgres::{migrate, PgStore};
+use harvester::store::{OutboxMode, OutboxStore};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Executor, PgPool};
+use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool};
+use workloads::Db;
 
+use super::database::{Database, Pinner};
 use crate::BenchError;
 
+/// A scenario's schema on Postgres and the bench's pool on it.
+#[derive(Debug)]
+pub struct Postgres {
+    pool: PgPool,
+    schema: String,
+}
+
+impl Postgres {
+    /// Creates `schema` on the server behind `url` and opens a pool of `pool_size` on it.
+    pub async fn create(url: &str, schema: &str, pool_size: u32) -> Result<Self, BenchError> {
+        Ok(Postgres {
+            pool: create(url, schema, pool_size).await?,
+            schema: schema.to_owned(),
+        })
+    }
+}
+
+impl Database for Postgres {
+    fn db(&self) -> Db {
+        Db::Postgres(self.pool.clone())
+    }
+
+    fn table<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<TableName, BenchError>> {
+        table(&self.pool, &self.schema, name).boxed()
+    }
+
+    fn prepare<'a>(
+        &'a self,
+        table: &'a TableName,
+        mode: OutboxMode,
+    ) -> BoxFuture<'a, Result<(), BenchError>> {
+        async move {
+            if mode == OutboxMode::Snapshot {
+                snapshot(&self.pool, table).await?;
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    /// On the bench's own pool.
+    fn store<'a>(
+        &'a self,
+        _url: &'a str,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<Arc<dyn OutboxStore>, BenchError>> {
+        let outbox = OutboxConfig {
+            table: table.clone(),
+            ..OutboxConfig::default()
+        };
+        let store: Arc<dyn OutboxStore> = Arc::new(PgStore::on(self.pool.clone(), &outbox));
+        async move { Ok(store) }.boxed()
+    }
+
+    fn truncate<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<(), BenchError>> {
+        truncate(&self.pool, table).boxed()
+    }
+
+    fn leftovers<'a>(
+        &'a self,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<(i64, i64, Vec<String>), BenchError>> {
+        leftovers(&self.pool, table).boxed()
+    }
+
+    fn remaining<'a>(
+        &'a self,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<HashSet<(u32, u64)>, BenchError>> {
+        remaining(&self.pool, table).boxed()
+    }
+
+    fn is_empty<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<bool, BenchError>> {
+        is_empty(&self.pool, table).boxed()
+    }
+
+    fn ids<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<Vec<i64>, BenchError>> {
+        async move {
+            sqlx::query_scalar(&format!("SELECT id FROM {} ORDER BY id", table.quoted()))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| BenchError::Run(format!("read the delete-only ceiling's ids: {e}")))
+        }
+        .boxed()
+    }
+
+    fn delete_ids<'a>(
+        &'a self,
+        table: &'a TableName,
+        ids: &'a [i64],
+    ) -> BoxFuture<'a, Result<u64, BenchError>> {
+        async move {
+            let sql =
+                include_str!("sql/delete_only_postgres.sql").replace("{{outbox}}", &table.quoted());
+            let done = sqlx::query(&sql)
+                .bind(ids)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| BenchError::Run(format!("run the delete-only statement: {e}")))?;
+            Ok(done.rows_affected())
+        }
+        .boxed()
+    }
+
+    fn pin_snapshot<'a>(
+        &'a self,
+        url: &'a str,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<Pinner, BenchError>> {
+        async move {
+            let mut conn = PgConnection::connect(url)
+                .await
+                .map_err(BenchError::db("connect the xmin pinner"))?;
+            sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                .execute(&mut conn)
+                .await
+                .map_err(BenchError::db("begin the pinning transaction"))?;
+            sqlx::query(&format!("SELECT count(*) FROM {}", table.quoted()))
+                .execute(&mut conn)
+                .await
+                .map_err(BenchError::db("take the pinning snapshot"))?;
+            Ok(Pinner::new(
+                async move {
+                    let _ = conn.close().await;
+                }
+                .boxed(),
+            ))
+        }
+        .boxed()
+    }
+
+    fn prefill_method(&self) -> &'static str {
+        "COPY, ANALYZE"
+    }
+
+    fn drop_schema(&self) -> BoxFuture<'_, ()> {
+        drop(&self.pool, &self.schema).boxed()
+    }
+}
+
 /// Creates `schema` on the server behind `url` and opens a pool of `pool_size` on it.
-pub(super) async fn create(url: &str, schema: &str, pool_size: u32) -> Result<PgPool, BenchError> {
+async fn create(url: &str, schema: &str, pool_size: u32) -> Result<PgPool, BenchError> {
     let options: PgConnectOptions = url
         .parse()
         .map_err(BenchError::db("parse the database URL"))?;
@@ -34,18 +181,14 @@ pub(super) async fn create(url: &str, schema: &str, pool_size: u32) -> Result<Pg
 }
 
 /// `schema.name`, migrated as a native outbox.
-pub(super) async fn table(
-    pool: &PgPool,
-    schema: &str,
-    name: &str,
-) -> Result<TableName, BenchError> {
+async fn table(pool: &PgPool, schema: &str, name: &str) -> Result<TableName, BenchError> {
     let table = TableName::parse(&format!("{schema}.{name}")).map_err(BenchError::Run)?;
     migrate(pool, &table, &table.sibling("_quarantine"), Shape::Native).await?;
     Ok(table)
 }
 
 /// Snapshot mode's migration of `table` (its indexed `xid` column).
-pub(super) async fn snapshot(pool: &PgPool, table: &TableName) -> Result<(), BenchError> {
+async fn snapshot(pool: &PgPool, table: &TableName) -> Result<(), BenchError> {
     harvester::store::postgres::snapshot::SnapshotSql::new(table, &table.sibling("_quarantine"))
         .migrate(pool)
         .await?;
@@ -53,7 +196,7 @@ pub(super) async fn snapshot(pool: &PgPool, table: &TableName) -> Result<(), Ben
 }
 
 /// (rows left in the outbox, rows quarantined, up to 5 quarantine reasons).
-pub(super) async fn leftovers(
+async fn leftovers(
     pool: &PgPool,
     table: &TableName,
 ) -> Result<(i64, i64, Vec<String>), BenchError> {
@@ -76,10 +219,7 @@ pub(super) async fn leftovers(
 }
 
 /// (key, seq) of every row still in the outbox.
-pub(super) async fn remaining(
-    pool: &PgPool,
-    table: &TableName,
-) -> Result<HashSet<(u32, u64)>, BenchError> {
+async fn remaining(pool: &PgPool, table: &TableName) -> Result<HashSet<(u32, u64)>, BenchError> {
     let rows: Vec<(Vec<u8>, Option<String>)> = sqlx::query_as(&format!(
         "SELECT kafka_key, convert_from(header_values[array_position(header_keys, 'x-seq')], 'UTF8') FROM {}",
         table.quoted()
@@ -94,7 +234,7 @@ pub(super) async fn remaining(
 }
 
 /// Whether the outbox has no rows left.
-pub(super) async fn is_empty(pool: &PgPool, table: &TableName) -> Result<bool, BenchError> {
+async fn is_empty(pool: &PgPool, table: &TableName) -> Result<bool, BenchError> {
     sqlx::query_scalar(&format!(
         "SELECT NOT EXISTS (SELECT 1 FROM {})",
         table.quoted()
@@ -104,7 +244,7 @@ pub(super) async fn is_empty(pool: &PgPool, table: &TableName) -> Result<bool, B
     .map_err(BenchError::db("check whether the outbox is empty"))
 }
 
-pub(super) async fn truncate(pool: &PgPool, table: &TableName) -> Result<(), BenchError> {
+async fn truncate(pool: &PgPool, table: &TableName) -> Result<(), BenchError> {
     sqlx::query(&format!("TRUNCATE {}", table.quoted()))
         .execute(pool)
         .await
@@ -113,7 +253,7 @@ pub(super) async fn truncate(pool: &PgPool, table: &TableName) -> Result<(), Ben
 }
 
 /// Drops the schema with everything in it, and closes the pool.
-pub(super) async fn drop(pool: &PgPool, schema: &str) {
+async fn drop(pool: &PgPool, schema: &str) {
     let _ = pool
         .execute(format!("DROP SCHEMA IF EXISTS {schema} CASCADE").as_str())
         .await;

@@ -28,7 +28,6 @@ mod faults;
 pub(crate) mod listeners;
 mod rewinds;
 mod rolling;
-pub(crate) mod setup;
 pub mod sizing;
 
 use std::sync::Arc;
@@ -44,6 +43,7 @@ use workloads::{Backend, KeyDist, Ledger, Mode, WriterPool};
 use crate::analysis::{analyse, failover_gap, longest_pause_after};
 use crate::broker::BrokerKind;
 use crate::fleet::Fleet;
+use crate::ground::Ground;
 use crate::pg::{self, PrivateCluster};
 use crate::receipts::{Offsets, Receiver};
 use crate::report::{Drain, DrainEnd, Failover, RunResult, Verdict};
@@ -51,7 +51,6 @@ use crate::scenario::{Base, Kind, Listener, Scenario};
 use crate::BenchError;
 use faults::Event;
 use harvester::store::OutboxMode;
-use setup::Ground;
 
 /// What every scenario of a bench run shares.
 #[derive(Debug)]
@@ -434,10 +433,7 @@ async fn run_on(
             keys: b.keys,
             value_bytes: b.value_bytes,
         };
-        let how = match ground.backend() {
-            Backend::Postgres => "COPY, ANALYZE",
-            Backend::MariaDb => "multi-row INSERT, ANALYZE TABLE",
-        };
+        let how = ground.database().prefill_method();
         eprintln!("[{label}] pre-filling {} rows ({how})", b.rows);
         prefill(
             ground.db.clone(),
@@ -481,7 +477,7 @@ async fn run_on(
         None => None,
     };
     let pinner = if scenario.kind == Kind::XminPinned {
-        Some(faults::pin_snapshot(ground).await?)
+        Some(ground.pin_snapshot().await?)
     } else {
         None
     };
