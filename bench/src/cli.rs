@@ -17,7 +17,8 @@ use workloads::Backend;
 
 use crate::ground::Ground;
 use crate::plot::{line_chart, Extras, Series, Span, XAxis};
-use crate::report::{append_json, markdown, Ceilings, Provenance, RunResult};
+use crate::report::{append_json, markdown};
+use crate::result::{Ceilings, Provenance, RunResult};
 use crate::run::Bench;
 use crate::scenario::ScenarioFile;
 use crate::BenchError;

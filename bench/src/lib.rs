@@ -22,9 +22,11 @@
 //!   [`ground::Database`] implementation per backend.
 //! - [`run`]: one scenario, end to end: schema, topic, pre-fill, harvesters, writers, faults,
 //!   drain, then [`analysis`] (verifier, hdrhistogram percentiles, throughput, failover gap).
-//! - [`report`] and [`plot`]: JSON lines, a Markdown summary, SVG plots under `results/`;
-//!   [`rolling`]: a rolling restart's buckets moved per step and their stalls, from sampled
-//!   owner maps.
+//! - [`result`]: the result model (a run's [`result::RunResult`], the ceilings, the
+//!   provenance), below both the code that fills it and the code that renders it.
+//! - [`report`] and [`plot`]: JSON lines, a Markdown summary (a function per section), SVG
+//!   plots under `results/`; [`rolling`]: a rolling restart's buckets moved per step and their
+//!   stalls, from sampled owner maps.
 //! - [`tune`]: sweeps of one setting at a time over the same scenario, and the knee (highest
 //!   throughput within a p99 budget) as a recommendation.
 //! - [`pg`]: Postgres statistics (WAL bytes, transactions, durability settings) and the bench's
@@ -52,6 +54,7 @@ pub mod plot;
 pub mod receipts;
 pub mod recovery;
 pub mod report;
+pub mod result;
 pub mod rolling;
 pub mod run;
 pub mod scenario;

@@ -12,6 +12,9 @@ use workloads::Db;
 
 use crate::BenchError;
 
+/// (rows left in a table, rows quarantined, up to 5 quarantine reasons).
+pub type Leftovers = (i64, i64, Vec<String>);
+
 /// A scenario's own schema (Postgres) or database (MariaDB) on one backend, with the pool the
 /// bench uses on it. Every SQL statement the bench writes itself is in the implementations.
 pub trait Database: Send + Sync + std::fmt::Debug {
@@ -43,7 +46,7 @@ pub trait Database: Send + Sync + std::fmt::Debug {
     fn leftovers<'a>(
         &'a self,
         table: &'a TableName,
-    ) -> BoxFuture<'a, Result<(i64, i64, Vec<String>), BenchError>>;
+    ) -> BoxFuture<'a, Result<Leftovers, BenchError>>;
 
     /// (key, seq) of every row still in `table`.
     fn remaining<'a>(

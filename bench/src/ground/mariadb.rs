@@ -16,7 +16,7 @@ use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
 use workloads::Db;
 
-use super::database::{Database, Pinner};
+use super::database::{Database, Leftovers, Pinner};
 use crate::BenchError;
 
 /// A scenario's database on MariaDB/MySQL and the bench's pool on it.
@@ -84,7 +84,7 @@ impl Database for MariaDb {
     fn leftovers<'a>(
         &'a self,
         table: &'a TableName,
-    ) -> BoxFuture<'a, Result<(i64, i64, Vec<String>), BenchError>> {
+    ) -> BoxFuture<'a, Result<Leftovers, BenchError>> {
         leftovers(&self.pool, table).boxed()
     }
 
@@ -196,10 +196,7 @@ async fn table(pool: &MySqlPool, database: &str, name: &str) -> Result<TableName
 }
 
 /// (rows left in the outbox, rows quarantined, up to 5 quarantine reasons).
-async fn leftovers(
-    pool: &MySqlPool,
-    table: &TableName,
-) -> Result<(i64, i64, Vec<String>), BenchError> {
+async fn leftovers(pool: &MySqlPool, table: &TableName) -> Result<Leftovers, BenchError> {
     let left: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {}", quoted(table)))
         .fetch_one(pool)
         .await

@@ -23,7 +23,7 @@ use testkit::{names, Broker};
 use workloads::{Backend, Db};
 
 use crate::BenchError;
-pub use database::{Database, Pinner};
+pub use database::{Database, Leftovers, Pinner};
 
 /// A schema (Postgres) or database (MariaDB) with its outbox table; dropped on
 /// [`Ground::drop_schema`].
@@ -158,7 +158,7 @@ impl Ground {
     }
 
     /// (rows left in the outbox, rows quarantined, up to 5 quarantine reasons).
-    pub async fn leftovers(&self) -> Result<(i64, i64, Vec<String>), BenchError> {
+    pub async fn leftovers(&self) -> Result<Leftovers, BenchError> {
         self.database.leftovers(&self.table).await
     }
 

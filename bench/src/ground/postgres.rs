@@ -15,7 +15,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool};
 use workloads::Db;
 
-use super::database::{Database, Pinner};
+use super::database::{Database, Leftovers, Pinner};
 use crate::BenchError;
 
 /// A scenario's schema on Postgres and the bench's pool on it.
@@ -79,7 +79,7 @@ impl Database for Postgres {
     fn leftovers<'a>(
         &'a self,
         table: &'a TableName,
-    ) -> BoxFuture<'a, Result<(i64, i64, Vec<String>), BenchError>> {
+    ) -> BoxFuture<'a, Result<Leftovers, BenchError>> {
         leftovers(&self.pool, table).boxed()
     }
 
@@ -196,10 +196,7 @@ async fn snapshot(pool: &PgPool, table: &TableName) -> Result<(), BenchError> {
 }
 
 /// (rows left in the outbox, rows quarantined, up to 5 quarantine reasons).
-async fn leftovers(
-    pool: &PgPool,
-    table: &TableName,
-) -> Result<(i64, i64, Vec<String>), BenchError> {
+async fn leftovers(pool: &PgPool, table: &TableName) -> Result<Leftovers, BenchError> {
     let left: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {}", table.quoted()))
         .fetch_one(pool)
         .await

@@ -46,7 +46,7 @@ use crate::fleet::Fleet;
 use crate::ground::Ground;
 use crate::pg::{self, PrivateCluster};
 use crate::receipts::{Offsets, Receiver};
-use crate::report::{Drain, DrainEnd, Failover, RunResult, Verdict};
+use crate::result::{Drain, DrainEnd, Failover, RunResult, TopicSizing, Verdict};
 use crate::scenario::{Base, Kind, Listener, Scenario};
 use crate::BenchError;
 use faults::Event;
@@ -262,7 +262,7 @@ struct Case<'a> {
     /// The `keys_sweep` variant.
     keys: Option<u32>,
     run_id: &'a str,
-    topic: sizing::TopicSizing,
+    topic: TopicSizing,
     /// How the harvesters and the verifier reach the broker (the scenario's listener).
     client: ClientSettings,
 }
@@ -980,7 +980,7 @@ fn verdict(
     forgiven: u64,
     loss: &Loss,
     evicted: u64,
-    topic: &sizing::TopicSizing,
+    topic: &TopicSizing,
     embedded: bool,
     drained: &Drain,
 ) -> (Verdict, String) {
@@ -1121,7 +1121,7 @@ mod tests {
 
     #[test]
     fn only_a_loss_wholly_explained_by_eviction_is_inconclusive() {
-        let topic = sizing::TopicSizing {
+        let topic = TopicSizing {
             partitions: 8,
             ..Default::default()
         };
