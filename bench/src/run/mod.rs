@@ -16,6 +16,11 @@
 //! Over the measured part ([`cpu`]) the broker's, the harvesters' and the database's CPU say
 //! what bound the run.
 //!
+//! Each phase is a module of its own, handing one struct to the next, so a phase can be read
+//! without the others: `start` (verifier, backlog, writers, harvesters, meters), `measure`
+//! (writers and faults), `drain` (the wait for the last records), `collect` (stop, gather the
+//! receipts and the database's figures) and `judge` (figures, loss by cause, verdict).
+//!
 //! The database is Postgres or MariaDB/MySQL, by the URL's scheme ([`Bench::backend`]): every
 //! scenario that makes sense on both runs the same way on both (the ground, writers, pre-fill
 //! and ceilings use the backend's own store); Postgres's own figures (WAL, vacuum) are measured
@@ -153,53 +158,11 @@ pub async fn run(
     let faults_on_mock = scenario.kind == Kind::BrokerFaults;
     let on_mock = kafka.is_none() && (faults_on_mock || bench.broker.embedded().is_some());
     let topic = sizing::size_topic(scenario, &run_id, on_mock);
-    // The mock never deletes a topic and keeps up to 5 MiB per partition: a topic resized for a
-    // large backlog gets a cluster of its own, dropped (memory and all) when the run ends. A
-    // real cluster keeps everything: sizing never resizes there.
-    let resized = topic.partitions != topic.requested;
-    let broker = if let Some(kafka) = &kafka {
-        kafka.broker()
-    } else if faults_on_mock {
-        fault_cluster(&bench.broker)?
-    } else if resized {
-        let brokers = bench.broker.embedded().map_or(1, |b| b.brokers.max(1));
-        bench.broker.isolated(brokers)?
-    } else {
-        bench.broker.clone()
-    };
-    let short = topic
-        .target
-        .zip(topic.lag_tolerance)
-        .is_some_and(|(t, l)| l < t);
-    if resized || short {
-        eprintln!(
-            "[{label}] topic: {}{}",
-            topic.describe(),
-            if resized {
-                " (on a mock cluster of its own)"
-            } else {
-                ""
-            }
-        );
-    }
+    let broker = topic_broker(bench, kafka.as_ref(), faults_on_mock, &topic, &label)?;
     let writers_n = scenario.writers.as_ref().map_or(1, |w| {
         (w.writers + w.long_transactions.as_ref().map_or(0, |l| l.writers)) as u32
     });
-    // The harvesters' `outbox.mode` (the command line's `--set` wins): snapshot mode's column is
-    // migrated with the table, as a deployment would before its writers start.
-    let mode = scenario
-        .settings(&bench.base)
-        .iter()
-        .chain(bench.extra.iter())
-        .rev()
-        .find(|(k, _)| k == "outbox.mode")
-        .map_or(OutboxMode::MarkPurge, |(_, v)| {
-            if v == "snapshot" {
-                OutboxMode::Snapshot
-            } else {
-                OutboxMode::MarkPurge
-            }
-        });
+    let mode = outbox_mode(bench, scenario);
     let client = bench.client(name, scenario, &broker)?;
     let ground = Ground::new(&url, &broker, topic.partitions, writers_n + 4, mode).await?;
     let case = Case {
@@ -237,6 +200,65 @@ pub async fn run(
         eprintln!("[{label}] {}", result.verdict_note);
     }
     Ok(result)
+}
+
+/// The broker a scenario's topic lives on: the scenario's private cluster, a mock cluster for
+/// injected faults, a mock cluster of its own for a resized topic, or the run's broker.
+fn topic_broker(
+    bench: &Bench,
+    kafka: Option<&testkit::broker::PrivateKafka>,
+    faults_on_mock: bool,
+    topic: &TopicSizing,
+    label: &str,
+) -> Result<Broker, BenchError> {
+    // The mock never deletes a topic and keeps up to 5 MiB per partition: a topic resized for a
+    // large backlog gets a cluster of its own, dropped (memory and all) when the run ends. A
+    // real cluster keeps everything: sizing never resizes there.
+    let resized = topic.partitions != topic.requested;
+    let broker = if let Some(kafka) = kafka {
+        kafka.broker()
+    } else if faults_on_mock {
+        fault_cluster(&bench.broker)?
+    } else if resized {
+        let brokers = bench.broker.embedded().map_or(1, |b| b.brokers.max(1));
+        bench.broker.isolated(brokers)?
+    } else {
+        bench.broker.clone()
+    };
+    let short = topic
+        .target
+        .zip(topic.lag_tolerance)
+        .is_some_and(|(t, l)| l < t);
+    if resized || short {
+        eprintln!(
+            "[{label}] topic: {}{}",
+            topic.describe(),
+            if resized {
+                " (on a mock cluster of its own)"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(broker)
+}
+
+/// The harvesters' `outbox.mode` (the command line's `--set` wins): snapshot mode's column is
+/// migrated with the table, as a deployment would before its writers start.
+fn outbox_mode(bench: &Bench, scenario: &Scenario) -> OutboxMode {
+    scenario
+        .settings(&bench.base)
+        .iter()
+        .chain(bench.extra.iter())
+        .rev()
+        .find(|(k, _)| k == "outbox.mode")
+        .map_or(OutboxMode::MarkPurge, |(_, v)| {
+            if v == "snapshot" {
+                OutboxMode::Snapshot
+            } else {
+                OutboxMode::MarkPurge
+            }
+        })
 }
 
 /// An isolated cluster of the mock for a scenario that injects request errors: of the run's
