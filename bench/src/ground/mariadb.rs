@@ -17,6 +17,8 @@ use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
 use workloads::Db;
 
 use super::database::{Database, Leftovers, Pinner};
+use super::server::{Restore, Server, ServerSettings};
+use crate::pg::AutovacuumMode;
 use crate::BenchError;
 
 /// A scenario's database on MariaDB/MySQL and the bench's pool on it.
@@ -166,6 +168,41 @@ impl Database for MariaDb {
 
     fn drop_schema(&self) -> BoxFuture<'_, ()> {
         drop(&self.pool, &self.database).boxed()
+    }
+}
+
+/// A MariaDB/MySQL server.
+#[derive(Debug)]
+pub struct MariaDbServer;
+
+impl Server for MariaDbServer {
+    /// Nothing to set: no autovacuum to switch, InnoDB purges deleted rows in the background.
+    fn prepare<'a>(
+        &'a self,
+        url: &'a str,
+        _autovacuum: AutovacuumMode,
+    ) -> BoxFuture<'a, Result<(ServerSettings, Option<Restore>), BenchError>> {
+        async move {
+            let pool = crate::mariadb::connect(url).await?;
+            let settings = crate::mariadb::settings(&pool).await?;
+            pool.close().await;
+            let settings = ServerSettings {
+                mariadb: Some(settings),
+                ..ServerSettings::default()
+            };
+            Ok((settings, None))
+        }
+        .boxed()
+    }
+
+    fn data_directory<'a>(&'a self, url: &'a str) -> BoxFuture<'a, Option<String>> {
+        async move {
+            let pool = crate::mariadb::connect(url).await.ok()?;
+            let dir = crate::mariadb::datadir(&pool).await;
+            pool.close().await;
+            dir
+        }
+        .boxed()
     }
 }
 

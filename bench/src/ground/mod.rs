@@ -2,12 +2,14 @@
 //! dropped afterwards, with the outbox table, topics, and the reaper config file.
 //!
 //! It sits below both the run and the ceilings, which measure on the same ground. The backend
-//! is the URL's scheme, looked at once here ([`Ground::new`]); everything that differs between
-//! backends is a [`Database`] method, each backend's in its own file.
+//! is the URL's scheme, looked at once here ([`Ground::new`], [`server`]); everything that
+//! differs between backends is a [`Database`] method (a scenario's schema) or a [`Server`]
+//! method (the server as a whole), each backend's in its own file.
 
 mod database;
 mod mariadb;
 mod postgres;
+mod server;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -24,6 +26,15 @@ use workloads::{Backend, Db};
 
 use crate::BenchError;
 pub use database::{Database, Leftovers, Pinner};
+pub use server::{Restore, Server, ServerSettings};
+
+/// The server a database URL names, by its scheme.
+pub fn server(backend: Backend) -> Box<dyn Server> {
+    match backend {
+        Backend::Postgres => Box::new(postgres::PostgresServer),
+        Backend::MariaDb => Box::new(mariadb::MariaDbServer),
+    }
+}
 
 /// A schema (Postgres) or database (MariaDB) with its outbox table; dropped on
 /// [`Ground::drop_schema`].

@@ -16,6 +16,8 @@ use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool};
 use workloads::Db;
 
 use super::database::{Database, Leftovers, Pinner};
+use super::server::{Restore, Server, ServerSettings};
+use crate::pg::AutovacuumMode;
 use crate::BenchError;
 
 /// A scenario's schema on Postgres and the bench's pool on it.
@@ -155,6 +157,58 @@ impl Database for Postgres {
 
     fn drop_schema(&self) -> BoxFuture<'_, ()> {
         drop(&self.pool, &self.schema).boxed()
+    }
+}
+
+/// A Postgres server.
+#[derive(Debug)]
+pub struct PostgresServer;
+
+impl Server for PostgresServer {
+    /// Switches autovacuum as asked (and back when the command ends), and warns when the
+    /// server's settings would skew the figures.
+    fn prepare<'a>(
+        &'a self,
+        url: &'a str,
+        autovacuum: AutovacuumMode,
+    ) -> BoxFuture<'a, Result<(ServerSettings, Option<Restore>), BenchError>> {
+        async move {
+            let pool = PgPool::connect(url)
+                .await
+                .map_err(BenchError::db(format!("connect to {url}")))?;
+            let switch = crate::pg::AutovacuumSwitch::apply(&pool, autovacuum).await?;
+            let mut postgres = crate::pg::settings(&pool).await?;
+            postgres.autovacuum_note = switch.note.clone();
+            if let Some(w) = postgres.autovacuum_warning() {
+                eprintln!("bench: {w}");
+            }
+            let restore = Restore::new(
+                async move {
+                    switch.restore(&pool).await;
+                    pool.close().await;
+                }
+                .boxed(),
+            );
+            let settings = ServerSettings {
+                postgres,
+                mariadb: None,
+            };
+            Ok((settings, Some(restore)))
+        }
+        .boxed()
+    }
+
+    fn data_directory<'a>(&'a self, url: &'a str) -> BoxFuture<'a, Option<String>> {
+        async move {
+            let pool = PgPool::connect(url).await.ok()?;
+            let dir: Option<String> = sqlx::query_scalar("SHOW data_directory")
+                .fetch_one(&pool)
+                .await
+                .ok();
+            pool.close().await;
+            dir
+        }
+        .boxed()
     }
 }
 
