@@ -241,16 +241,13 @@ fn decide(
             evicted,
         });
     }
-    let (verdict, note) = verdict(
+    let tally = Tally {
         clean,
-        c.lost,
+        lost: c.lost,
         forgiven,
-        &loss,
         evicted,
-        topic,
-        broker.embedded().is_some(),
-        drained,
-    );
+    };
+    let (verdict, note) = verdict(tally, &loss, topic, broker.embedded().is_some(), drained);
     Ok(Decision {
         verdict,
         note,
@@ -324,19 +321,33 @@ fn split_loss(
     }
 }
 
-/// Passed, failed, or inconclusive: a run whose only fault is records the broker deleted
-/// before the verifier read them proves nothing either way about the harvester.
-#[allow(clippy::too_many_arguments)]
-fn verdict(
+/// The counts a verdict weighs.
+#[derive(Debug, Clone, Copy)]
+struct Tally {
+    /// Nothing reordered, rewound beyond what is allowed, unexpected, or unaccounted for.
     clean: bool,
+    /// Records missing, and of those, forgiven (lost by a mock with injected Produce errors).
     lost: u64,
     forgiven: u64,
-    loss: &Loss,
+    /// Offsets the broker deleted before the verifier read them.
     evicted: u64,
+}
+
+/// Passed, failed, or inconclusive: a run whose only fault is records the broker deleted
+/// before the verifier read them proves nothing either way about the harvester.
+fn verdict(
+    tally: Tally,
+    loss: &Loss,
     topic: &TopicSizing,
     embedded: bool,
     drained: &Drain,
 ) -> (Verdict, String) {
+    let Tally {
+        clean,
+        lost,
+        forgiven,
+        evicted,
+    } = tally;
     if clean && lost <= forgiven {
         let note = if evicted > 0 {
             format!("passed; the broker deleted {evicted} records before the verifier read them, all of them delivered otherwise (duplicates)")
@@ -463,6 +474,15 @@ mod tests {
         );
     }
 
+    fn tally(clean: bool, lost: u64, forgiven: u64, evicted: u64) -> Tally {
+        Tally {
+            clean,
+            lost,
+            forgiven,
+            evicted,
+        }
+    }
+
     #[test]
     fn only_a_loss_wholly_explained_by_eviction_is_inconclusive() {
         let topic = TopicSizing {
@@ -474,7 +494,7 @@ mod tests {
             evicted: 5,
             ..Loss::default()
         };
-        let (v, note) = verdict(true, 5, 0, &evicted, 7, &topic, true, &d);
+        let (v, note) = verdict(tally(true, 5, 0, 7), &evicted, &topic, true, &d);
         assert_eq!(v, Verdict::Inconclusive);
         assert!(
             note.contains("evicted 7") && note.contains("--brokers"),
@@ -486,17 +506,17 @@ mod tests {
             ..evicted
         };
         assert_eq!(
-            verdict(true, 6, 0, &mixed, 7, &topic, true, &d).0,
+            verdict(tally(true, 6, 0, 7), &mixed, &topic, true, &d).0,
             Verdict::Failed
         );
         // Reordered as well: failed.
         assert_eq!(
-            verdict(false, 5, 0, &evicted, 7, &topic, true, &d).0,
+            verdict(tally(false, 5, 0, 7), &evicted, &topic, true, &d).0,
             Verdict::Failed
         );
         // Nothing missing, some evicted (duplicates): passed.
         assert_eq!(
-            verdict(true, 0, 0, &Loss::default(), 3, &topic, true, &d).0,
+            verdict(tally(true, 0, 0, 3), &Loss::default(), &topic, true, &d).0,
             Verdict::Passed
         );
     }
