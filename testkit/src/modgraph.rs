@@ -165,7 +165,7 @@ pub fn root_reexports(src: &Path) -> BTreeMap<String, String> {
     names
 }
 
-/// (top-level graph, sibling graph of each folder by its path such as `run::setup`) of `src`.
+/// (top-level graph, sibling graph of each folder by its path such as `run::faults`) of `src`.
 pub fn graphs(src: &Path) -> Result<(Graph, BTreeMap<String, Graph>), TestkitError> {
     let reexports = root_reexports(src);
     let mut files = Vec::new();
