@@ -8,7 +8,7 @@
 //! goes on shows as a slope instead of hiding in an average.
 
 use crate::plot::Series;
-use crate::report::RunResult;
+use crate::result::RunResult;
 
 /// Drain runs (a backlog, a drain rate), smallest backlog first.
 pub(crate) fn drains(runs: &[RunResult]) -> Vec<&RunResult> {
@@ -48,7 +48,8 @@ pub fn section(runs: &[RunResult], skipped: &[String]) -> String {
     if d.len() < 2 && skipped.is_empty() {
         return String::new();
     }
-    let db = crate::run::cpu::label(runs.first().map(|r| r.cpu.database).unwrap_or_default());
+    let db =
+        crate::result::database_label(runs.first().map(|r| r.cpu.database).unwrap_or_default());
     let mut s = format!(
         "\n## Capacity: the same drain at each size\n\n\
          | scenario | rows | rec/s | × smallest | verdict | bound by | harvester µs/rec | broker µs/rec | {db} µs/rec | WAL B/rec | duplicates | table MiB after | indexes MiB after | autovacuums |\n\

@@ -15,9 +15,10 @@ use testkit::verify::ClientSettings;
 use testkit::Broker;
 use workloads::Backend;
 
+use crate::ground::Ground;
 use crate::plot::{line_chart, Extras, Series, Span, XAxis};
-use crate::report::{append_json, markdown, Ceilings, Provenance, RunResult};
-use crate::run::setup::Ground;
+use crate::report::{append_json, markdown};
+use crate::result::{Ceilings, Provenance, RunResult};
 use crate::run::Bench;
 use crate::scenario::ScenarioFile;
 use crate::BenchError;
@@ -106,17 +107,7 @@ struct Prepared {
     run_id: String,
     jsonl: PathBuf,
     /// The server's autovacuum as the run changed it, to put back when the command ends.
-    autovacuum: Option<AutovacuumRestore>,
-}
-
-/// Puts the server's autovacuum back (see [`crate::pg::AutovacuumSwitch`]).
-struct AutovacuumRestore(crate::pg::AutovacuumSwitch, sqlx::PgPool);
-
-impl AutovacuumRestore {
-    async fn restore(self) {
-        self.0.restore(&self.1).await;
-        self.1.close().await;
-    }
+    autovacuum: Option<crate::ground::Restore>,
 }
 
 async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
@@ -187,31 +178,11 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
     let broker_facts = crate::broker::describe(&broker, selection).await;
     eprintln!("bench: broker: {}", broker_facts.line());
     let broker_text = broker_line(&broker, &broker_facts, transactional).await;
-    let (mut provenance, autovacuum) = match backend {
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(&database_url)
-                .await
-                .map_err(BenchError::db(format!("connect to {database_url}")))?;
-            let switch = crate::pg::AutovacuumSwitch::apply(&pool, o.autovacuum).await?;
-            let mut pg_settings = crate::pg::settings(&pool).await?;
-            pg_settings.autovacuum_note = switch.note.clone();
-            if let Some(w) = pg_settings.autovacuum_warning() {
-                eprintln!("bench: {w}");
-            }
-            let provenance = Provenance::detect(&run_id, &broker_text, pg_settings);
-            (provenance, Some(AutovacuumRestore(switch, pool)))
-        }
-        Backend::MariaDb => {
-            // No autovacuum to switch: InnoDB purges deleted rows in the background.
-            let pool = crate::mariadb::connect(&database_url).await?;
-            let settings = crate::mariadb::settings(&pool).await?;
-            pool.close().await;
-            let mut provenance =
-                Provenance::detect(&run_id, &broker_text, crate::pg::PgSettings::default());
-            provenance.mariadb = Some(settings);
-            (provenance, None)
-        }
-    };
+    let (server, autovacuum) = crate::ground::server(backend)
+        .prepare(&database_url, o.autovacuum)
+        .await?;
+    let mut provenance = Provenance::detect(&run_id, &broker_text, server.postgres);
+    provenance.mariadb = server.mariadb;
     provenance.broker_facts = broker_facts;
     append_json(&jsonl, &serde_json::json!({"provenance": provenance}))?;
     let bench = Bench {
@@ -503,27 +474,6 @@ fn free_bytes(dir: &str) -> Option<f64> {
     Some(free_kb * 1024.0)
 }
 
-/// The data directory of the server behind `url` (a local server, readable as a superuser).
-async fn data_directory(url: &str, backend: Backend) -> Option<String> {
-    match backend {
-        Backend::Postgres => {
-            let pool = sqlx::PgPool::connect(url).await.ok()?;
-            let dir: Option<String> = sqlx::query_scalar("SHOW data_directory")
-                .fetch_one(&pool)
-                .await
-                .ok();
-            pool.close().await;
-            dir
-        }
-        Backend::MariaDb => {
-            let pool = crate::mariadb::connect(url).await.ok()?;
-            let dir = crate::mariadb::datadir(&pool).await;
-            pool.close().await;
-            dir
-        }
-    }
-}
-
 /// Why a backlog of `rows` cannot be written to the server behind `url` now, if it cannot: the
 /// free space where the server keeps its data against about three times the rows' size (the
 /// table, the mark's new row versions, WAL or redo) plus 2 GB.
@@ -534,7 +484,7 @@ async fn disk_shortfall(
     value_bytes: usize,
 ) -> Option<String> {
     let need = rows as f64 * (value_bytes as f64 + 150.0) * 3.0 + 2e9;
-    let dir = data_directory(url, backend).await?;
+    let dir = crate::ground::server(backend).data_directory(url).await?;
     let free = free_bytes(&dir)?;
     (free < need).then(|| {
         format!(

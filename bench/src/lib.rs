@@ -17,11 +17,16 @@
 //!   than absolute numbers from a noisy machine.
 //! - [`broker`]: which broker a run measures (the real one from `--brokers` / `KAFKA_BROKERS`,
 //!   or the embedded mock) and what about it shapes the figures, for the provenance.
+//! - [`ground`]: a scenario's own schema (or database), topics and reaper config, under both
+//!   the run and the ceilings; what differs between Postgres and MariaDB is one
+//!   [`ground::Database`] implementation per backend.
 //! - [`run`]: one scenario, end to end: schema, topic, pre-fill, harvesters, writers, faults,
 //!   drain, then [`analysis`] (verifier, hdrhistogram percentiles, throughput, failover gap).
-//! - [`report`] and [`plot`]: JSON lines, a Markdown summary, SVG plots under `results/`;
-//!   [`rolling`]: a rolling restart's buckets moved per step and their stalls, from sampled
-//!   owner maps.
+//! - [`result`]: the result model (a run's [`result::RunResult`], the ceilings, the
+//!   provenance), below both the code that fills it and the code that renders it.
+//! - [`report`] and [`plot`]: JSON lines, a Markdown summary (a function per section), SVG
+//!   plots under `results/`; [`rolling`]: a rolling restart's buckets moved per step and their
+//!   stalls, from sampled owner maps.
 //! - [`tune`]: sweeps of one setting at a time over the same scenario, and the knee (highest
 //!   throughput within a p99 budget) as a recommendation.
 //! - [`pg`]: Postgres statistics (WAL bytes, transactions, durability settings) and the bench's
@@ -41,6 +46,7 @@ pub mod dbwork;
 pub mod electors;
 mod error;
 pub mod fleet;
+pub mod ground;
 pub mod mariadb;
 pub mod pg;
 pub mod plan;
@@ -48,6 +54,7 @@ pub mod plot;
 pub mod receipts;
 pub mod recovery;
 pub mod report;
+pub mod result;
 pub mod rolling;
 pub mod run;
 pub mod scenario;

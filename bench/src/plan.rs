@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use crate::plot::{line_chart, Extras, Series};
-use crate::report::RunResult;
+use crate::result::RunResult;
 
 /// Share of each resource kept free: a member planned at 70 % of what it drained.
 pub const HEADROOM: f64 = 0.3;

@@ -114,6 +114,123 @@ pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     ticks
 }
 
+/// The chart's geometry: the canvas, the plot area inside its margins, and the data ranges
+/// the plot area shows (y as log10 on a log axis, x as placed by the axis).
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    w: f64,
+    h: f64,
+    left: f64,
+    top: f64,
+    /// The plot area's width and height.
+    pw: f64,
+    ph: f64,
+    x_axis: XAxis,
+    log_y: bool,
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+}
+
+impl Frame {
+    /// The frame holding every point, marker and span, with whole ticks at the top.
+    fn around(series: &[Series], extras: &Extras) -> Frame {
+        let (w, h, left, right, top, bottom) = (900.0, 420.0, 70.0, 190.0, 40.0, 50.0);
+        let mut f = Frame {
+            w,
+            h,
+            left,
+            top,
+            pw: w - left - right,
+            ph: h - top - bottom,
+            x_axis: extras.x_axis,
+            log_y: extras.log_y,
+            x0: f64::MAX,
+            x1: f64::MIN,
+            y0: f64::MAX,
+            y1: f64::MIN,
+        };
+        for (x, y) in series.iter().flat_map(|s| s.points.iter()) {
+            f.x0 = f.x0.min(f.tx(*x));
+            f.x1 = f.x1.max(f.tx(*x));
+            f.y0 = f.y0.min(f.ty(*y));
+            f.y1 = f.y1.max(f.ty(*y));
+        }
+        for x in extras
+            .markers
+            .iter()
+            .map(|(_, x)| *x)
+            .chain(extras.spans.iter().flat_map(|s| [s.from, s.to]))
+        {
+            f.x0 = f.x0.min(f.tx(x));
+            f.x1 = f.x1.max(f.tx(x));
+        }
+        f.settle();
+        f
+    }
+
+    /// Gives an empty or flat range some extent, and rounds the y range to ticks.
+    fn settle(&mut self) {
+        if self.x0 > self.x1 {
+            (self.x0, self.x1, self.y0, self.y1) = (0.0, 1.0, 0.0, 1.0);
+        }
+        if self.x_axis == XAxis::Percentile {
+            self.x0 = self.x0.min(percentile_x(0.5));
+        }
+        if self.log_y {
+            // Whole 1-2-5 steps around the data.
+            self.y0 = self.y0.min(self.y1 - 1.0).floor();
+            self.y1 = self.y1.ceil();
+        } else {
+            self.y0 = self.y0.min(0.0);
+        }
+        if (self.x1 - self.x0).abs() < 1e-9 {
+            self.x1 = self.x0 + 1.0;
+        }
+        if (self.y1 - self.y0).abs() < 1e-9 {
+            self.y1 = self.y0 + 1.0;
+        }
+        if !self.log_y {
+            // Round the top up to a tick.
+            let step = linear_ticks(self.y0, self.y1)
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .next();
+            if let Some(step) = step {
+                self.y1 = (self.y1 / step).ceil() * step;
+            }
+        }
+    }
+
+    /// A data x as the axis places it.
+    fn tx(&self, x: f64) -> f64 {
+        match self.x_axis {
+            XAxis::Linear => x,
+            XAxis::Percentile => percentile_x(x),
+        }
+    }
+
+    /// A data y as the axis places it.
+    fn ty(&self, y: f64) -> f64 {
+        if self.log_y {
+            y.max(1e-3).log10()
+        } else {
+            y
+        }
+    }
+
+    /// The pixel column of a data x.
+    fn sx(&self, x: f64) -> f64 {
+        self.left + (self.tx(x) - self.x0) / (self.x1 - self.x0) * self.pw
+    }
+
+    /// The pixel row of a data y.
+    fn sy(&self, y: f64) -> f64 {
+        self.top + self.ph - (self.ty(y) - self.y0) / (self.y1 - self.y0) * self.ph
+    }
+}
+
 /// A line chart (see [`Extras`]).
 pub fn line_chart(
     title: &str,
@@ -122,60 +239,30 @@ pub fn line_chart(
     series: &[Series],
     extras: &Extras,
 ) -> String {
-    let (w, h, left, right, top, bottom) = (900.0, 420.0, 70.0, 190.0, 40.0, 50.0);
-    let (pw, ph) = (w - left - right, h - top - bottom);
-    let log_y = extras.log_y;
-    let tx = |x: f64| match extras.x_axis {
-        XAxis::Linear => x,
-        XAxis::Percentile => percentile_x(x),
-    };
-    let ty = |y: f64| if log_y { y.max(1e-3).log10() } else { y };
-    let pts = series.iter().flat_map(|s| s.points.iter());
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for (x, y) in pts {
-        x0 = x0.min(tx(*x));
-        x1 = x1.max(tx(*x));
-        y0 = y0.min(ty(*y));
-        y1 = y1.max(ty(*y));
-    }
-    for x in extras
-        .markers
-        .iter()
-        .map(|(_, x)| *x)
-        .chain(extras.spans.iter().flat_map(|s| [s.from, s.to]))
-    {
-        x0 = x0.min(tx(x));
-        x1 = x1.max(tx(x));
-    }
-    if x0 > x1 {
-        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
-    }
-    if extras.x_axis == XAxis::Percentile {
-        x0 = x0.min(percentile_x(0.5));
-    }
-    if log_y {
-        // Whole 1-2-5 steps around the data.
-        y0 = y0.min(y1 - 1.0).floor();
-        y1 = y1.ceil();
-    } else {
-        y0 = y0.min(0.0);
-    }
-    if (x1 - x0).abs() < 1e-9 {
-        x1 = x0 + 1.0;
-    }
-    if (y1 - y0).abs() < 1e-9 {
-        y1 = y0 + 1.0;
-    }
-    if !log_y {
-        // Round the top up to a tick.
-        let step = linear_ticks(y0, y1).windows(2).map(|w| w[1] - w[0]).next();
-        if let Some(step) = step {
-            y1 = (y1 / step).ceil() * step;
-        }
-    }
-    let sx = |x: f64| left + (tx(x) - x0) / (x1 - x0) * pw;
-    let sy = |y: f64| top + ph - (ty(y) - y0) / (y1 - y0) * ph;
+    let f = Frame::around(series, extras);
     let mut s = String::new();
+    canvas(&mut s, &f, title, &extras.spans);
+    y_ticks(&mut s, &f);
+    x_ticks(&mut s, &f);
+    axis_labels(&mut s, &f, x_label, y_label);
+    let rows = markers(&mut s, &f, &extras.markers);
+    span_labels(&mut s, &f, &extras.spans, rows);
+    lines_and_legend(&mut s, &f, series);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The SVG's head, the title, the shaded spans and the plot area's border.
+fn canvas(s: &mut String, f: &Frame, title: &str, spans: &[Span]) {
+    let Frame {
+        w,
+        h,
+        left,
+        top,
+        pw,
+        ph,
+        ..
+    } = *f;
     let _ = writeln!(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
@@ -187,8 +274,8 @@ pub fn line_chart(
         left + pw / 2.0,
         esc(title)
     );
-    for span in &extras.spans {
-        let (a, b) = (sx(span.from), sx(span.to));
+    for span in spans {
+        let (a, b) = (f.sx(span.from), f.sx(span.to));
         let _ = writeln!(
             s,
             r##"<rect x="{a:.1}" y="{top}" width="{:.1}" height="{ph}" fill="#f4b6b6" fill-opacity="0.5"/>"##,
@@ -199,20 +286,26 @@ pub fn line_chart(
         s,
         r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>"##
     );
-    // y ticks.
-    let y_ticks: Vec<(f64, String)> = if log_y {
-        log_ticks(y0, y1)
+}
+
+/// The y axis's grid lines and tick labels.
+fn y_ticks(s: &mut String, f: &Frame) {
+    let Frame {
+        left, top, pw, ph, ..
+    } = *f;
+    let ticks: Vec<(f64, String)> = if f.log_y {
+        log_ticks(f.y0, f.y1)
             .into_iter()
             .map(|v| (v.log10(), fmt_num(v)))
             .collect()
     } else {
-        linear_ticks(y0, y1)
+        linear_ticks(f.y0, f.y1)
             .into_iter()
             .map(|v| (v, fmt_num(v)))
             .collect()
     };
-    for (yv, label) in y_ticks {
-        let y = top + ph - (yv - y0) / (y1 - y0) * ph;
+    for (yv, label) in ticks {
+        let y = top + ph - (yv - f.y0) / (f.y1 - f.y0) * ph;
         let _ = writeln!(
             s,
             r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/>"##,
@@ -225,8 +318,15 @@ pub fn line_chart(
             y + 4.0,
         );
     }
-    // x ticks.
-    let x_ticks: Vec<(f64, String)> = match extras.x_axis {
+}
+
+/// The x axis's grid lines and tick labels.
+fn x_ticks(s: &mut String, f: &Frame) {
+    let Frame {
+        left, top, pw, ph, ..
+    } = *f;
+    let (x0, x1) = (f.x0, f.x1);
+    let ticks: Vec<(f64, String)> = match f.x_axis {
         XAxis::Linear => linear_ticks(x0, x1)
             .into_iter()
             .map(|v| (v, fmt_num(v)))
@@ -243,7 +343,7 @@ pub fn line_chart(
         .filter(|(x, _)| *x >= x0 - 1e-9 && *x <= x1 + 1e-9)
         .collect(),
     };
-    for (xv, label) in x_ticks {
+    for (xv, label) in ticks {
         let x = left + (xv - x0) / (x1 - x0) * pw;
         let _ = writeln!(
             s,
@@ -256,28 +356,39 @@ pub fn line_chart(
             top + ph + 16.0,
         );
     }
+}
+
+/// The axes' names.
+fn axis_labels(s: &mut String, f: &Frame, x_label: &str, y_label: &str) {
     let _ = writeln!(
         s,
         r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-        left + pw / 2.0,
-        h - 12.0,
+        f.left + f.pw / 2.0,
+        f.h - 12.0,
         esc(x_label)
     );
     let _ = writeln!(
         s,
         r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">{}{}</text>"#,
-        top + ph / 2.0,
-        top + ph / 2.0,
+        f.top + f.ph / 2.0,
+        f.top + f.ph / 2.0,
         esc(y_label),
-        if log_y { " (log)" } else { "" }
+        if f.log_y { " (log)" } else { "" }
     );
-    // Marker labels: each in the first row where it does not overlap the row's last label
-    // (about 6 px per character at this size).
+}
+
+/// The markers' dashed lines and labels; returns how many label rows they took. Each label goes
+/// in the first row where it does not overlap the row's last label (about 6 px per character
+/// at this size).
+fn markers(s: &mut String, f: &Frame, markers: &[(String, f64)]) -> usize {
+    let Frame {
+        left, top, pw, ph, ..
+    } = *f;
     let mut rows: Vec<f64> = Vec::new();
-    let mut markers = extras.markers.clone();
+    let mut markers = markers.to_vec();
     markers.sort_by(|a, b| a.1.total_cmp(&b.1));
     for (label, x) in &markers {
-        let px = sx(*x);
+        let px = f.sx(*x);
         let width = 6.0 * label.chars().count() as f64 + 6.0;
         let row = match rows.iter().position(|end| *end <= px) {
             Some(r) => r,
@@ -305,29 +416,37 @@ pub fn line_chart(
             esc(label)
         );
     }
-    // Span labels go below the marker labels' rows.
-    for span in &extras.spans {
+    rows.len()
+}
+
+/// The spans' labels, below the marker labels' `rows`.
+fn span_labels(s: &mut String, f: &Frame, spans: &[Span], rows: usize) {
+    for span in spans {
         let _ = writeln!(
             s,
             r##"<text x="{:.1}" y="{}" fill="#a33" font-size="10" text-anchor="middle">{}</text>"##,
-            (sx(span.from) + sx(span.to)) / 2.0,
-            top + 12.0 + 12.0 * rows.len() as f64,
+            (f.sx(span.from) + f.sx(span.to)) / 2.0,
+            f.top + 12.0 + 12.0 * rows as f64,
             esc(&span.label)
         );
     }
+}
+
+/// Each series' line (a dot for a single point) and its legend entry.
+fn lines_and_legend(s: &mut String, f: &Frame, series: &[Series]) {
     for (i, series) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let path: Vec<String> = series
             .points
             .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", sx(*x), sy(*y)))
+            .map(|(x, y)| format!("{:.1},{:.1}", f.sx(*x), f.sy(*y)))
             .collect();
         if path.len() == 1 {
             let _ = writeln!(
                 s,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
-                sx(series.points[0].0),
-                sy(series.points[0].1)
+                f.sx(series.points[0].0),
+                f.sy(series.points[0].1)
             );
         } else {
             let _ = writeln!(
@@ -336,8 +455,8 @@ pub fn line_chart(
                 path.join(" ")
             );
         }
-        let ly = top + 14.0 + i as f64 * 18.0;
-        let lx = left + pw + 12.0;
+        let ly = f.top + 14.0 + i as f64 * 18.0;
+        let lx = f.left + f.pw + 12.0;
         let _ = writeln!(
             s,
             r#"<rect x="{lx}" y="{}" width="12" height="4" fill="{color}"/>"#,
@@ -350,8 +469,6 @@ pub fn line_chart(
             esc(&series.name)
         );
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 fn fmt_num(v: f64) -> String {

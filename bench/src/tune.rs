@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::RunResult;
+use crate::result::RunResult;
 use crate::run::Bench;
 use crate::scenario::Scenario;
 use crate::BenchError;

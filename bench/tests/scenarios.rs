@@ -137,7 +137,7 @@ async fn full_profile(scenarios: Vec<String>, set: Vec<String>, ceilings: bool) 
                     // On the embedded broker a backlog is verified after its drain, which is
                     // timed to the empty outbox and charted from the harvesters' counts.
                     let d = r.drain.unwrap();
-                    assert_eq!(d.ended_by, bench::report::DrainEnd::Emptied, "{d:?}");
+                    assert_eq!(d.ended_by, bench::result::DrainEnd::Emptied, "{d:?}");
                     assert!(d.verified_after_s.is_some(), "{d:?}");
                     assert!(r.topic.verify_after, "{:?}", r.topic);
                     let charted: f64 = r.per_second.iter().map(|p| p.1).sum();

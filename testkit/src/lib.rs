@@ -5,8 +5,9 @@
 //! Kafka-protocol broker ([`broker`]: the embedded mock cluster hosted by a long-lived process,
 //! or any cluster named by `KAFKA_BROKERS`), unique names
 //! ([`names`]), bounded waiting ([`wait_for`]), and the verifying consumer ([`verify`]) that
-//! decides whether a run lost, duplicated or reordered anything. Keeping them here means a
-//! fix to, say, schema isolation reaches every test at once.
+//! decides whether a run lost, duplicated or reordered anything; the architecture tests share
+//! one module-graph checker ([`modgraph`]). Keeping them here means a fix to, say, schema
+//! isolation reaches every test at once.
 //!
 //! `scripts/services.sh up` provisions both services and exports their addresses; the helpers
 //! here only discover them, so tests never start infrastructure behind the user's back.
@@ -19,6 +20,7 @@ pub mod envelope;
 mod error;
 pub mod http;
 pub mod mariadb;
+pub mod modgraph;
 pub mod names;
 pub mod pg;
 pub mod process;

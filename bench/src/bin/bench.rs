@@ -165,7 +165,7 @@ async fn versus(v: VersusArgs) -> Result<i32, bench::BenchError> {
         only: v.workloads,
         scale: v.scale,
         out: v.out,
-        command: bench::report::redacted_command(std::env::args()),
+        command: bench::result::redacted_command(std::env::args()),
     };
     // Ctrl-C drops the run: its relay processes are killed and its private Kafka stopped (their
     // guards' Drop); the case's schema, named for the run, stays.

@@ -13,10 +13,9 @@ use std::time::Instant;
 
 use harvester::outbox::TableName;
 use serde::{Deserialize, Serialize};
-use workloads::Db;
 
 use super::Ceiling;
-use crate::run::setup::Ground;
+use crate::ground::{Database, Ground};
 use crate::BenchError;
 
 /// Ids per DELETE statement tried.
@@ -47,7 +46,7 @@ pub async fn delete_only(
             ground.truncate(&table).await?;
             super::fill(ground, &table, rows, value_bytes).await?;
             let point = DeleteOnly {
-                best: run(&ground.db, &table, batch, connections).await?,
+                best: run(ground.database(), &table, batch, connections).await?,
                 batch,
                 connections,
             };
@@ -62,19 +61,19 @@ pub async fn delete_only(
 
 /// Deletes every row of `table` in batches of `batch` ids over `connections` connections.
 async fn run(
-    db: &Db,
+    db: &Arc<dyn Database>,
     table: &TableName,
     batch: usize,
     connections: usize,
 ) -> Result<Ceiling, BenchError> {
-    let ids = ids(db, table).await?;
+    let ids = db.ids(table).await?;
     let chunks: Arc<Vec<Vec<i64>>> = Arc::new(ids.chunks(batch).map(<[i64]>::to_vec).collect());
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let tasks: Vec<_> = (0..connections)
         .map(|_| {
             let (db, table, chunks, next) = (
-                db.clone(),
+                Arc::clone(db),
                 table.clone(),
                 Arc::clone(&chunks),
                 Arc::clone(&next),
@@ -86,7 +85,7 @@ async fn run(
                     let Some(chunk) = chunks.get(i) else {
                         return Ok::<_, BenchError>(deleted);
                     };
-                    deleted += delete(&db, &table, chunk).await?;
+                    deleted += db.delete_ids(&table, chunk).await?;
                 }
             })
         })
@@ -105,49 +104,4 @@ async fn run(
         )));
     }
     Ok(Ceiling::new(deleted, elapsed))
-}
-
-/// Every id of `table`, ascending.
-async fn ids(db: &Db, table: &TableName) -> Result<Vec<i64>, BenchError> {
-    let sql = |quoted: String| format!("SELECT id FROM {quoted} ORDER BY id");
-    match db {
-        Db::Postgres(pool) => {
-            sqlx::query_scalar(&sql(table.quoted()))
-                .fetch_all(pool)
-                .await
-        }
-        Db::MariaDb(pool) => {
-            let quoted = harvester::store::mariadb::quoted(table);
-            sqlx::query_scalar(&sql(quoted)).fetch_all(pool).await
-        }
-    }
-    .map_err(|e| BenchError::Run(format!("read the delete-only ceiling's ids: {e}")))
-}
-
-/// Deletes `ids` from `table`; the rows deleted.
-async fn delete(db: &Db, table: &TableName, ids: &[i64]) -> Result<u64, BenchError> {
-    let err = |e: sqlx::Error| BenchError::Run(format!("run the delete-only statement: {e}"));
-    match db {
-        Db::Postgres(pool) => {
-            let sql =
-                include_str!("sql/delete_only_postgres.sql").replace("{{outbox}}", &table.quoted());
-            let done = sqlx::query(&sql)
-                .bind(ids)
-                .execute(pool)
-                .await
-                .map_err(err)?;
-            Ok(done.rows_affected())
-        }
-        Db::MariaDb(pool) => {
-            let sql = include_str!("sql/delete_only_mariadb.sql")
-                .replace("{{outbox}}", &harvester::store::mariadb::quoted(table))
-                .replace("{{ids}}", &vec!["?"; ids.len()].join(", "));
-            let mut query = sqlx::query(&sql);
-            for id in ids {
-                query = query.bind(id);
-            }
-            let done = query.execute(pool).await.map_err(err)?;
-            Ok(done.rows_affected())
-        }
-    }
 }

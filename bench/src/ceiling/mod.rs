@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use workloads::prefill::{prefill, Backlog};
 use workloads::{Ledger, Mode, WriterConfig, WriterPool};
 
-use crate::run::setup::Ground;
+use crate::ground::Ground;
 use crate::BenchError;
 
 pub mod delete_only;

@@ -1,16 +1,14 @@
 //! What a scenario does to the system while it runs: kill or stall the leader, break the
-//! broker, pin a snapshot (Postgres's xmin, InnoDB's purge), restart Postgres. Each fault notes
-//! its instants for the timeline.
+//! broker, restart Postgres (a pinned snapshot is the ground's: its SQL is the backend's). Each
+//! fault notes its instants for the timeline.
 
 use std::time::{Duration, Instant};
 
-use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection, PgConnection};
 use testkit::process::Signal;
 use testkit::Broker;
 
 use crate::fleet::Fleet;
 use crate::pg::PrivateCluster;
-use crate::run::setup::Ground;
 use crate::BenchError;
 
 /// A labelled instant.
@@ -76,68 +74,6 @@ pub async fn broker_faults(
         ),
         ("faults off".into(), Instant::now()),
     ])
-}
-
-/// A repeatable-read transaction that has taken its snapshot of the outbox, held open until
-/// [`Pinner::release`]: on Postgres it pins xmin (VACUUM keeps every row version it might
-/// see), on MariaDB it holds back InnoDB's purge (deleted rows stay in the index as
-/// delete-marked records, which the mark's scan from the head walks over).
-#[derive(Debug)]
-pub enum Pinner {
-    Postgres(PgConnection),
-    MariaDb(MySqlConnection),
-}
-
-impl Pinner {
-    /// Ends the transaction (the connection closes).
-    pub async fn release(self) {
-        match self {
-            Pinner::Postgres(conn) => {
-                let _ = conn.close().await;
-            }
-            Pinner::MariaDb(conn) => {
-                let _ = conn.close().await;
-            }
-        }
-    }
-}
-
-/// Opens the [`Pinner`] on the ground's outbox.
-pub async fn pin_snapshot(ground: &Ground) -> Result<Pinner, BenchError> {
-    match ground.backend() {
-        workloads::Backend::Postgres => {
-            let table = ground.table.quoted();
-            let mut conn = PgConnection::connect(&ground.url)
-                .await
-                .map_err(BenchError::db("connect the xmin pinner"))?;
-            sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
-                .execute(&mut conn)
-                .await
-                .map_err(BenchError::db("begin the pinning transaction"))?;
-            sqlx::query(&format!("SELECT count(*) FROM {table}"))
-                .execute(&mut conn)
-                .await
-                .map_err(BenchError::db("take the pinning snapshot"))?;
-            Ok(Pinner::Postgres(conn))
-        }
-        workloads::Backend::MariaDb => {
-            let table = harvester::store::mariadb::quoted(&ground.table);
-            let mut conn = harvester::store::mariadb::connect_options(&ground.url)?
-                .connect()
-                .await
-                .map_err(BenchError::db("connect the snapshot pinner"))?;
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                .await
-                .map_err(BenchError::db("begin the pinning transaction"))?;
-            conn.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-                .await
-                .map_err(BenchError::db("begin the pinning transaction"))?;
-            conn.execute(format!("SELECT COUNT(*) FROM {table}").as_str())
-                .await
-                .map_err(BenchError::db("take the pinning snapshot"))?;
-            Ok(Pinner::MariaDb(conn))
-        }
-    }
 }
 
 /// Restarts the bench's own Postgres (fast shutdown).

@@ -24,7 +24,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use testkit::broker::PrivateKafka;
 
-use crate::report::{append_json, Provenance};
+use crate::report::append_json;
+use crate::result::Provenance;
 use crate::BenchError;
 
 pub use case::Outcome;

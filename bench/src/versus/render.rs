@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::case::Outcome;
 use super::{Measured, Relay, KAFKA_VERSION};
 use crate::plot::{line_chart, Extras, Series};
-use crate::report::Provenance;
+use crate::result::Provenance;
 use crate::BenchError;
 
 fn num(v: Option<f64>, digits: usize) -> String {
@@ -129,7 +129,7 @@ pub fn markdown(
     logs: &Path,
     ours_settings: &[(String, String)],
 ) -> String {
-    let mut s = p.head(&format!("goharvest side by side {}", p.run_id));
+    let mut s = crate::report::head(p, &format!("goharvest side by side {}", p.run_id));
     let pg = &p.postgres;
     let _ = writeln!(
         s,

@@ -1,9 +1,15 @@
 //! A scenario's private ground: a schema (Postgres) or a database (MariaDB/MySQL) of its own,
-//! dropped afterwards, with the outbox table, topics, and the reaper config file. The backend
-//! is the URL's scheme; each backend's SQL is in its own file.
+//! dropped afterwards, with the outbox table, topics, and the reaper config file.
+//!
+//! It sits below both the run and the ceilings, which measure on the same ground. The backend
+//! is the URL's scheme, looked at once here ([`Ground::new`], [`server`]); everything that
+//! differs between backends is a [`Database`] method (a scenario's schema) or a [`Server`]
+//! method (the server as a whole), each backend's in its own file.
 
+mod database;
 mod mariadb;
 mod postgres;
+mod server;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -12,8 +18,6 @@ use std::sync::Arc;
 use harvester::config::{DatabaseConfig, KafkaConfig, OutboxConfig};
 use harvester::election::neli::NeliConfig;
 use harvester::outbox::TableName;
-use harvester::store::mariadb::MariaDbStore;
-use harvester::store::postgres::PgStore;
 use harvester::store::{OutboxMode, OutboxStore};
 use harvester::Config;
 use testkit::verify::ClientSettings;
@@ -21,6 +25,16 @@ use testkit::{names, Broker};
 use workloads::{Backend, Db};
 
 use crate::BenchError;
+pub use database::{Database, Leftovers, Pinner};
+pub use server::{Restore, Server, ServerSettings};
+
+/// The server a database URL names, by its scheme.
+pub fn server(backend: Backend) -> Box<dyn Server> {
+    match backend {
+        Backend::Postgres => Box::new(postgres::PostgresServer),
+        Backend::MariaDb => Box::new(mariadb::MariaDbServer),
+    }
+}
 
 /// A schema (Postgres) or database (MariaDB) with its outbox table; dropped on
 /// [`Ground::drop_schema`].
@@ -33,6 +47,8 @@ pub struct Ground {
     pub db: Db,
     pub topic: String,
     pub group: String,
+    /// The backend's side of everything above.
+    database: Arc<dyn Database>,
 }
 
 impl Ground {
@@ -44,21 +60,14 @@ impl Ground {
         mode: OutboxMode,
     ) -> Result<Ground, BenchError> {
         let schema = names::schema("bench");
-        let (db, table) = match Backend::of(url)? {
+        let database: Arc<dyn Database> = match Backend::of(url)? {
             Backend::Postgres => {
-                let pool = postgres::create(url, &schema, pool_size).await?;
-                let table = postgres::table(&pool, &schema, "outbox").await?;
-                if mode == OutboxMode::Snapshot {
-                    postgres::snapshot(&pool, &table).await?;
-                }
-                (Db::Postgres(pool), table)
+                Arc::new(postgres::Postgres::create(url, &schema, pool_size).await?)
             }
-            Backend::MariaDb => {
-                let pool = mariadb::create(url, &schema, pool_size).await?;
-                let table = mariadb::table(&pool, &schema, "outbox").await?;
-                (Db::MariaDb(pool), table)
-            }
+            Backend::MariaDb => Arc::new(mariadb::MariaDb::create(url, &schema, pool_size).await?),
         };
+        let table = database.table("outbox").await?;
+        database.prepare(&table, mode).await?;
         let topic = names::topic("bench");
         if broker.embedded().is_some() {
             broker.create_topic(&topic, partitions).await?;
@@ -90,9 +99,10 @@ impl Ground {
             url: url.to_owned(),
             schema,
             table,
-            db,
+            db: database.db(),
             topic,
             group,
+            database,
         })
     }
 
@@ -138,64 +148,44 @@ impl Ground {
         self.db.backend()
     }
 
-    /// A further native outbox table `name` beside the outbox (for the ceilings), migrated.
-    pub async fn scratch_table(&self, name: &str) -> Result<TableName, BenchError> {
-        match &self.db {
-            Db::Postgres(pool) => postgres::table(pool, &self.schema, name).await,
-            Db::MariaDb(pool) => mariadb::table(pool, &self.schema, name).await,
-        }
+    /// The backend's side of the ground, for work spread over tasks.
+    pub fn database(&self) -> &Arc<dyn Database> {
+        &self.database
     }
 
-    /// The harvester's own store on `table`: on Postgres over the bench's pool, on MariaDB with
-    /// a pool of its own with the harvester's session settings (READ COMMITTED, timeouts), as
-    /// the reaper connects.
+    /// A further native outbox table `name` beside the outbox (for the ceilings), migrated.
+    pub async fn scratch_table(&self, name: &str) -> Result<TableName, BenchError> {
+        self.database.table(name).await
+    }
+
+    /// The harvester's own store on `table`, connected as the reaper connects.
     pub async fn store(&self, table: &TableName) -> Result<Arc<dyn OutboxStore>, BenchError> {
-        let outbox = OutboxConfig {
-            table: table.clone(),
-            ..OutboxConfig::default()
-        };
-        Ok(match &self.db {
-            Db::Postgres(pool) => Arc::new(PgStore::on(pool.clone(), &outbox)),
-            Db::MariaDb(_) => {
-                let database = DatabaseConfig {
-                    url: self.url.clone(),
-                    ..DatabaseConfig::default()
-                };
-                Arc::new(MariaDbStore::connect(&database, &outbox).await?)
-            }
-        })
+        self.database.store(&self.url, table).await
     }
 
     /// Deletes every row of `table`.
     pub async fn truncate(&self, table: &TableName) -> Result<(), BenchError> {
-        match &self.db {
-            Db::Postgres(pool) => postgres::truncate(pool, table).await,
-            Db::MariaDb(pool) => mariadb::truncate(pool, table).await,
-        }
+        self.database.truncate(table).await
     }
 
     /// (rows left in the outbox, rows quarantined, up to 5 quarantine reasons).
-    pub async fn leftovers(&self) -> Result<(i64, i64, Vec<String>), BenchError> {
-        match &self.db {
-            Db::Postgres(pool) => postgres::leftovers(pool, &self.table).await,
-            Db::MariaDb(pool) => mariadb::leftovers(pool, &self.table).await,
-        }
+    pub async fn leftovers(&self) -> Result<Leftovers, BenchError> {
+        self.database.leftovers(&self.table).await
     }
 
     /// (key, seq) of every row still in the outbox.
     pub async fn remaining(&self) -> Result<HashSet<(u32, u64)>, BenchError> {
-        match &self.db {
-            Db::Postgres(pool) => postgres::remaining(pool, &self.table).await,
-            Db::MariaDb(pool) => mariadb::remaining(pool, &self.table).await,
-        }
+        self.database.remaining(&self.table).await
     }
 
     /// Whether the outbox has no rows left (the harvester deleted every one it published).
     pub async fn is_empty(&self) -> Result<bool, BenchError> {
-        match &self.db {
-            Db::Postgres(pool) => postgres::is_empty(pool, &self.table).await,
-            Db::MariaDb(pool) => mariadb::is_empty(pool, &self.table).await,
-        }
+        self.database.is_empty(&self.table).await
+    }
+
+    /// Opens a [`Pinner`] on the outbox: a transaction holding its snapshot until released.
+    pub async fn pin_snapshot(&self) -> Result<Pinner, BenchError> {
+        self.database.pin_snapshot(&self.url, &self.table).await
     }
 
     /// Deletes this ground's topics from a real cluster, which would keep them (and every
@@ -215,10 +205,8 @@ impl Ground {
         crate::broker::delete_topics(broker.bootstrap(), &topics).await;
     }
 
+    /// Drops the schema (or database) with everything in it.
     pub async fn drop_schema(self) {
-        match &self.db {
-            Db::Postgres(pool) => postgres::drop(pool, &self.schema).await,
-            Db::MariaDb(pool) => mariadb::drop(pool, &self.schema).await,
-        }
+        self.database.drop_schema().await;
     }
 }

@@ -1,0 +1,219 @@
+//! The summary's sections on made-up runs: what each must say, and the JSON line's words.
+
+use super::*;
+use crate::broker::BrokerFacts;
+use crate::ceiling::delete_only::DeleteOnly;
+use crate::ceiling::kafka_perf::KafkaProducerPerf;
+use crate::ceiling::Ceiling;
+use crate::mariadb::MariaDbSettings;
+use crate::receipts::PartitionLog;
+use crate::result::{Bound, CpuUsage, Drain, DrainEnd, Verdict};
+
+fn run(name: &str, verdict: Verdict, note: &str) -> RunResult {
+    RunResult {
+        scenario: name.into(),
+        committed: 1_000_000,
+        passed: verdict == Verdict::Passed,
+        verdict,
+        verdict_note: note.into(),
+        drain: Some(Drain {
+            ended_by: DrainEnd::Accounted,
+            seconds: 100.0,
+            no_progress_window_s: 30.0,
+            cap_s: 1030.0,
+            max_verifier_lag: Some(300_000),
+            verified_after_s: None,
+        }),
+        cpu: CpuUsage {
+            wall_seconds: 100.0,
+            cores: 2,
+            broker_cpu_seconds: Some(80.0),
+            broker_utilisation: Some(0.8),
+            broker_busy: Some(0.97),
+            harvester_cpu_seconds: 40.0,
+            postgres_cpu_seconds: Some(50.0),
+            bound_by: Bound::Broker,
+            database: workloads::Backend::Postgres,
+        },
+        ..RunResult::default()
+    }
+}
+
+#[test]
+fn the_summary_shows_verdict_eviction_drain_end_and_bound() {
+    let mut inconclusive = run(
+        "drain",
+        Verdict::Inconclusive,
+        "inconclusive: the embedded broker evicted 99835 records before the verifier read them",
+    );
+    inconclusive.correctness.lost = 99_835;
+    inconclusive.lost_to_eviction = 99_835;
+    inconclusive.broker_evicted = 99_835;
+    inconclusive.log = vec![PartitionLog {
+        partition: 3,
+        evicted: 99_835,
+        gaps: 2,
+        ..PartitionLog::default()
+    }];
+    let failed = RunResult {
+        undelivered: 7,
+        ..run("steady", Verdict::Failed, "failed: 7 still in the outbox")
+    };
+    let md = markdown(
+        &Provenance::default(),
+        &Ceilings::default(),
+        &[inconclusive, failed],
+        &[],
+    );
+    let row = md.lines().find(|l| l.starts_with("| drain |")).unwrap();
+    // Lost net of eviction (0), then the evicted column, the broker's busy share and bound.
+    assert!(row.contains("| *inconclusive* |"), "{row}");
+    assert!(row.contains("| 0 | 99835 |"), "{row}");
+    assert!(row.contains("| 97 % | **broker** |"), "{row}");
+    assert!(md.contains("**drain inconclusive: the embedded broker evicted 99835"));
+    assert!(md.contains("p3 99835 (2 jumps)"));
+    assert!(md.contains("every record arrived or was deleted by the broker unread"));
+    assert!(md.contains("lagged by up to 300000 records"));
+    assert!(md.contains("busy 97 % of the time: 80 % on a CPU, 17 % waiting for one"));
+    let steady = md.lines().find(|l| l.starts_with("| steady |")).unwrap();
+    assert!(
+        steady.contains("| **FAILED** |") && steady.contains("7 undelivered"),
+        "{steady}"
+    );
+    assert!(md.contains("**steady failed: 7 still in the outbox**"));
+    assert!(
+        md.contains("- postgres : fsync="),
+        "the Postgres provenance line"
+    );
+    // The JSON line carries the verdict as a word.
+    let json = serde_json::to_value(run("x", Verdict::Inconclusive, "")).unwrap();
+    assert_eq!(json["verdict"], "inconclusive");
+    assert_eq!(json["cpu"]["bound_by"], "broker");
+    assert_eq!(json["drain"]["ended_by"], "accounted");
+}
+
+#[test]
+fn a_real_broker_run_reads_the_drain_against_kafkas_own_producer() {
+    let provenance = Provenance {
+        broker: "Apache Kafka 4.1.2 (scripts/kafka.sh, KRaft, 1 node) at 127.0.0.1:19092".into(),
+        broker_facts: BrokerFacts {
+            kind: crate::broker::BrokerKind::Kafka,
+            ..BrokerFacts::default()
+        },
+        ..Provenance::default()
+    };
+    let ceiling = |per_second: f64| Ceiling {
+        records: 20_000,
+        seconds: 20_000.0 / per_second,
+        per_second,
+    };
+    let ceilings = Ceilings {
+        producer: Some(ceiling(40_000.0)),
+        kafka_producer: Some(KafkaProducerPerf {
+            ceiling: ceiling(50_000.0),
+            mb_per_second: 9.5,
+            avg_latency_ms: 120.4,
+            max_latency_ms: 400.0,
+            p99_latency_ms: Some(300.0),
+            record_bytes: 200,
+            partitions: 8,
+        }),
+        ..Ceilings::default()
+    };
+    let mut drain = run("drain", Verdict::Passed, "passed");
+    drain.drain_records_per_s = Some(10_000.0);
+    let faults = RunResult {
+        broker_note: Some("on the mock: injected request errors".into()),
+        ..run("broker-faults", Verdict::Passed, "passed")
+    };
+    let md = markdown(&provenance, &ceilings, &[drain, faults], &[]);
+    assert!(
+        md.contains("- broker: Apache Kafka 4.1.2 (scripts/kafka.sh"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| producer-only, Kafka's own ProducerPerformance (Java client; acks=all, enable.idempotence=true, linger.ms=5; 200 B values without keys, 8 partitions; avg latency 120 ms, p99 300 ms): Kafka's reference producer on this broker | 20000 | 50000 |"),
+        "{md}"
+    );
+    // x lower ceiling (our producer, 40k), x delete-only (none), x Kafka producer (50k).
+    let row = md.lines().find(|l| l.starts_with("| drain |")).unwrap();
+    assert!(row.contains("| 10000 | 0.25 | - | 0.20 |"), "{row}");
+    assert!(
+        md.contains("| broker-faults (on the mock: injected request errors) | passed |"),
+        "{md}"
+    );
+    assert!(md.contains("- broker-faults (on the mock: injected request errors): "));
+    // Not measured on a real broker: said; on the mock: no row at all.
+    let missing = Ceilings {
+        kafka_producer: None,
+        ..ceilings
+    };
+    assert!(markdown(&provenance, &missing, &[], &[]).contains("ProducerPerformance: not measured"));
+    assert!(
+        !markdown(&Provenance::default(), &missing, &[], &[]).contains("| producer-only, Kafka's")
+    );
+    let json = serde_json::to_value(ceilings).unwrap();
+    assert_eq!(json["kafka_producer"]["ceiling"]["per_second"], 50_000.0);
+}
+
+#[test]
+fn a_mariadb_run_reports_its_server_its_ceiling_and_what_it_skipped() {
+    let provenance = Provenance {
+        mariadb: Some(MariaDbSettings {
+            version: "10.11.19-MariaDB".into(),
+            innodb_flush_log_at_trx_commit: "1".into(),
+            sync_binlog: "0".into(),
+            log_bin: "OFF".into(),
+            transaction_isolation: "REPEATABLE-READ".into(),
+            innodb_buffer_pool_size: "128MB".into(),
+        }),
+        ..Provenance::default()
+    };
+    let ceilings = Ceilings {
+        db_mark_purge: Some(Ceiling {
+            records: 100,
+            seconds: 1.0,
+            per_second: 100.0,
+        }),
+        delete_only: Some(DeleteOnly {
+            best: Ceiling {
+                records: 100,
+                seconds: 0.25,
+                per_second: 400.0,
+            },
+            batch: 1000,
+            connections: 2,
+        }),
+        batch: 100,
+        ..Ceilings::default()
+    };
+    let mut r = run("drain", Verdict::Passed, "passed");
+    r.cpu.database = workloads::Backend::MariaDb;
+    let md = markdown(&provenance, &ceilings, &[r], &[]);
+    assert!(
+        md.contains("- mariadb 10.11.19-MariaDB: innodb_flush_log_at_trx_commit=1, sync_binlog=0"),
+        "{md}"
+    );
+    assert!(!md.contains("autovacuum="), "no Postgres lines: {md}");
+    assert!(
+        md.contains("| DB-only mark+purge, concurrently (MariaDB store, best of mark batch 100/500/1000: 100) | 100 | 100 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| DB-only batched DELETE alone (MariaDB store, best of 100/1000 ids x 1/2 connections: 1000 x 2) | 100 | 400 |"),
+        "{md}"
+    );
+    assert!(md.contains("harvesters 40.0 s, mariadb 50.0 s;"), "{md}");
+    let skipped = unsupported_section(
+        workloads::Backend::MariaDb,
+        &[(
+            "pg-restart".into(),
+            "it restarts the bench's own Postgres server".into(),
+        )],
+    );
+    assert_eq!(
+        skipped,
+        "\n## Not run on MariaDB\n\n- pg-restart: skipped on MariaDB: it restarts the bench's own Postgres server.\n"
+    );
+    assert_eq!(unsupported_section(workloads::Backend::Postgres, &[]), "");
+}

@@ -1,0 +1,132 @@
+//! Where and how a run happened, so a report can be reproduced: command, commit, machine,
+//! database and broker.
+
+use serde::{Deserialize, Serialize};
+
+use crate::broker::BrokerFacts;
+use crate::mariadb::MariaDbSettings;
+use crate::pg::PgSettings;
+
+/// Facts about where and how the run happened.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub run_id: String,
+    pub command: String,
+    pub commit: String,
+    pub machine: String,
+    /// The Postgres server's settings (empty when the run's database is MariaDB).
+    pub postgres: PgSettings,
+    /// The MariaDB/MySQL server's settings, when the run's database is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mariadb: Option<MariaDbSettings>,
+    /// The broker in a sentence (with the transactional probe's finding, when it ran).
+    pub broker: String,
+    /// The broker's kind, version, settings and the producers' acks.
+    #[serde(default)]
+    pub broker_facts: BrokerFacts,
+}
+
+/// A command line for a report, with any URL's password masked (`--database
+/// postgres://u:secret@h/d` -> `postgres://u:***@h/d`).
+pub fn redacted_command(args: impl IntoIterator<Item = String>) -> String {
+    args.into_iter()
+        .map(|a| redact_url_password(&a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn redact_url_password(arg: &str) -> String {
+    let Some(scheme_end) = arg.find("://") else {
+        return arg.to_owned();
+    };
+    let rest = &arg[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return arg.to_owned();
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!(
+            "{}{}:***{}",
+            &arg[..scheme_end + 3],
+            &rest[..colon],
+            &rest[at..]
+        ),
+        None => arg.to_owned(),
+    }
+}
+
+impl Provenance {
+    /// The facts of this machine and checkout, for run `run_id` on `broker`.
+    pub fn detect(run_id: &str, broker: &str, postgres: PgSettings) -> Self {
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(crate::workspace_root())
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default()
+        };
+        let dirty = if git(&["status", "--porcelain", "--untracked-files=no"]).is_empty() {
+            ""
+        } else {
+            " (with uncommitted changes)"
+        };
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|c| {
+                c.lines()
+                    .find_map(|l| l.strip_prefix("model name"))
+                    .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+            .unwrap_or_else(|| "unknown cpu".into());
+        let mem_gib = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            })
+            .map_or(0.0, |kb| kb / 1024.0 / 1024.0);
+        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        Provenance {
+            run_id: run_id.to_owned(),
+            command: redacted_command(std::env::args()),
+            commit: format!("{}{dirty}", git(&["rev-parse", "--short", "HEAD"])),
+            machine: format!("{cores} cores ({cpu}), {mem_gib:.0} GiB"),
+            postgres,
+            mariadb: None,
+            broker: broker.to_owned(),
+            broker_facts: BrokerFacts::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_line_keeps_no_url_password() {
+        let line = redacted_command(
+            [
+                "bench",
+                "run",
+                "--database",
+                "postgres://app:s3cr%40t@db:5432/orders",
+                "--brokers",
+                "h:9092",
+                "--database-url=mysql://root@h/test",
+            ]
+            .map(String::from),
+        );
+        assert!(!line.contains("s3cr"), "{line}");
+        assert!(
+            line.contains(
+                "postgres://app:***@db:5432/orders --brokers h:9092 --database-url=mysql://root@h/test"
+            ),
+            "{line}"
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! The drain: after the measured part, waiting for the last records as long as they keep
+//! arriving. It ends when every committed record arrived (or every missing one is accounted
+//! for by the broker's eviction and the outbox is empty), when nothing arrived for the
+//! scenario's no-progress window, or at a cap derived from the backlog and the lowest
+//! acceptable rate; a backlog verified after its drain watches the outbox instead, and the
+//! verifier then reads the whole topic once.
+
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use testkit::verify::ClientSettings;
+
+use super::start::Started;
+use super::Case;
+use crate::broker::BrokerKind;
+use crate::ground::Ground;
+use crate::receipts::{Offsets, Receiver};
+use crate::result::{Drain, DrainEnd};
+use crate::scenario::Scenario;
+use crate::BenchError;
+
+/// Waits for the `committed` records with a progress bar: what ended the wait, and when.
+pub(super) async fn wait_for_records(
+    case: &Case<'_>,
+    ground: &Ground,
+    started: &Started,
+    committed: u64,
+) -> Result<(Drain, Instant), BenchError> {
+    let bar = ProgressBar::new(committed).with_message(case.label.to_owned());
+    let counted = if case.topic.verify_after {
+        "acknowledged"
+    } else {
+        "received"
+    };
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{msg:>24}} [{{bar:40}}] {{pos}}/{{len}} {counted} ({{per_sec}})"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let published = || {
+        started
+            .fleet
+            .members
+            .iter()
+            .map(crate::fleet::Member::last_published)
+            .sum::<u64>()
+    };
+    let watch = started
+        .during
+        .as_ref()
+        .map_or(Watch::Outbox, Watch::Verifier);
+    let drained = drain(watch, ground, case.scenario, committed, &bar, published).await?;
+    let drain_end = Instant::now();
+    bar.finish_and_clear();
+    Ok((drained, drain_end))
+}
+
+/// What a drain watches: the verifier's reads, or (a backlog verified after its drain) the
+/// harvesters' acknowledged counts and the outbox itself.
+#[derive(Clone, Copy)]
+enum Watch<'a> {
+    Verifier(&'a Receiver),
+    Outbox,
+}
+
+/// Waits for the `committed` records while they keep arriving; says what ended the wait.
+/// `published` is what the harvesters counted as acknowledged so far, for the verifier's lag
+/// (or, watching the outbox, for progress).
+async fn drain(
+    watch: Watch<'_>,
+    ground: &Ground,
+    scenario: &Scenario,
+    committed: u64,
+    bar: &ProgressBar,
+    published: impl Fn() -> u64,
+) -> Result<Drain, BenchError> {
+    let start = Instant::now();
+    let progress = || match watch {
+        Watch::Verifier(r) => r.position(),
+        Watch::Outbox => published(),
+    };
+    let done = match watch {
+        Watch::Verifier(r) => r.unique(),
+        Watch::Outbox => published(),
+    };
+    let cap = scenario.drain_cap(committed.saturating_sub(done));
+    let (mut position, mut progressed) = (progress(), start);
+    let mut outbox_checked: Option<Instant> = None;
+    let mut max_lag = 0u64;
+    let ended_by = loop {
+        let now = Instant::now();
+        match watch {
+            Watch::Verifier(receiver) => {
+                let unique = receiver.unique();
+                bar.set_position(unique);
+                max_lag = max_lag.max(published().saturating_sub(receiver.position()));
+                if unique >= committed {
+                    break DrainEnd::Complete;
+                }
+                // Every missing record was skipped as deleted by the broker: if the outbox is
+                // empty too, nothing more will come (checked at most once a second).
+                if unique + receiver.evicted() >= committed
+                    && outbox_checked
+                        .is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1))
+                {
+                    outbox_checked = Some(now);
+                    if ground.is_empty().await? {
+                        break DrainEnd::Accounted;
+                    }
+                }
+            }
+            Watch::Outbox => {
+                // The meter says when the end is near; the outbox says when it is there (rows
+                // quarantined or acknowledged twice make the count an estimate either way).
+                let acked = published();
+                bar.set_position(acked.min(committed));
+                let every = if acked >= committed {
+                    Duration::from_millis(50)
+                } else {
+                    Duration::from_secs(1)
+                };
+                if outbox_checked.is_none_or(|at| now.duration_since(at) >= every) {
+                    outbox_checked = Some(now);
+                    if ground.is_empty().await? {
+                        break DrainEnd::Emptied;
+                    }
+                }
+            }
+        }
+        let p = progress();
+        if p > position {
+            (position, progressed) = (p, now);
+        }
+        if now.duration_since(progressed) >= scenario.no_progress_timeout {
+            break DrainEnd::NoProgress;
+        }
+        if now.duration_since(start) >= cap {
+            break DrainEnd::Cap;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    Ok(Drain {
+        ended_by,
+        seconds: start.elapsed().as_secs_f64(),
+        no_progress_window_s: scenario.no_progress_timeout.as_secs_f64(),
+        cap_s: cap.as_secs_f64(),
+        max_verifier_lag: matches!(watch, Watch::Verifier(_)).then_some(max_lag),
+        verified_after_s: None,
+    })
+}
+
+/// Reads the whole topic once the drain is over (see [`crate::scenario::VerifyWhen`]): starts
+/// the verifier and waits while it makes progress until it reached the log end.
+pub(super) async fn verify_after(
+    client: &ClientSettings,
+    topic: &str,
+    partitions: i32,
+    run_id: &str,
+    offsets: Offsets,
+    broker: BrokerKind,
+    no_progress: Duration,
+) -> Result<Receiver, BenchError> {
+    let end = tokio::task::block_in_place(|| crate::receipts::log_end(client, topic, partitions))?;
+    let receiver = Receiver::start(client, topic, partitions, run_id, offsets, broker)?;
+    let bar = ProgressBar::new(end).with_message("verifying");
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} offsets read ({per_sec})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let (mut position, mut progressed) = (0, Instant::now());
+    while receiver.position() < end && progressed.elapsed() < no_progress {
+        let p = receiver.position();
+        bar.set_position(p);
+        if p > position {
+            (position, progressed) = (p, Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bar.finish_and_clear();
+    Ok(receiver)
+}
