@@ -81,6 +81,43 @@ pub fn named_after(code: &str, prefix: &str) -> Vec<String> {
     names
 }
 
+/// The names after every `<module>::` in `code`, however the path reaches it
+/// (`crate::m::x`, `crate::{m::x, ...}`, `super::super::m::x`), braces after it expanded one
+/// level: what a file names inside `module`.
+pub fn named_inside(code: &str, module: &str) -> Vec<String> {
+    let prefix = format!("{module}::");
+    let mut names = Vec::new();
+    for (i, _) in code.match_indices(&prefix) {
+        let before = code[..i].chars().last();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue; // part of a longer name, e.g. `reelection::`
+        }
+        let rest = &code[i + prefix.len()..];
+        match rest.strip_prefix('{') {
+            Some(group) => names.extend(group_heads(group)),
+            None => names.push(ident(rest)),
+        }
+    }
+    names.retain(|n| !n.is_empty() && n != "self");
+    names
+}
+
+/// The submodules of a folder: its files (but `mod.rs`) and its folders.
+pub fn submodules(dir: &Path) -> Result<BTreeSet<String>, TestkitError> {
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path
+            .file_stem()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if path.is_dir() || (path.extension().is_some_and(|e| e == "rs") && name != "mod") {
+            names.insert(name);
+        }
+    }
+    Ok(names)
+}
+
 /// The leading identifier of `s`.
 fn ident(s: &str) -> String {
     s.chars()
