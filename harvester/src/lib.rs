@@ -32,9 +32,9 @@
 //! the key: [`store::OutboxStore::mark_scoped`]); an assignor gives each member of a group a
 //! set of buckets, with the elector's three promises per bucket (acquired, revoked with a
 //! hand-off barrier, fenced; ownership deadline-checked). A harvester built with
-//! [`Harvester::with_assignor`] runs one pipeline per segment of buckets acquired together,
-//! each under a fresh leader id, so per-key order and leader-conditioned purges hold across the
-//! group. Implementations: [`assign::exclusive`] (any elector: the leader owns every bucket),
+//! [`Harvester::with_assignor`] runs one pipeline for the buckets it owns, restarted under a
+//! fresh leader id when it acquires more and narrowed in place when it hands some over, so
+//! per-key order and leader-conditioned purges hold across the group. Implementations: [`assign::exclusive`] (any elector: the leader owns every bucket),
 //! [`assign::neli`] (non-exclusive NELI: buckets follow the partitions of the leader topic),
 //! `assign::rink` (Rink's sticky ranked ring on etcd; feature `etcd`) and [`assign::mock`].
 //!
@@ -47,6 +47,11 @@
 //!   a stale leader cannot touch re-marked rows. The in-flight window, the mark batch and the
 //!   shard count default to `"auto"` ([`config::Adaptive`]): a control loop moves the first two
 //!   with the load, the cores set the third, and a lone record skips the producer's linger.
+//!   A term has one owner: the pipeline builds its context and producers, runs its stages and
+//!   tears them down; the harvester only decides when a term starts and ends.
+//! - **Coordination** (private): what the electors and the assignors share (etcd's connection,
+//!   lease keeper and backoff; NELI's heartbeat, generation, session and refusal handling;
+//!   naming; the campaign thread), below both, so neither wing reaches into the other.
 //! - **Outbox** ([`outbox`]): what every store maps its rows onto: the record, poison rows (bound
 //!   for the quarantine), what a service stashes, the table's name and layout.
 //! - **Harvester** ([`Harvester`]): one [`Config`], the two ports, run with a
@@ -57,7 +62,7 @@
 //! - **Leaves** ([`secret`]: passwords from files or the environment, never printed; [`kafka`]:
 //!   client settings and reachability, on top of `secret`; `hash`; the error type): imported by
 //!   the rest, importing nothing else. No two modules import each other, directly or around a
-//!   circle (`tests/architecture.rs` checks it).
+//!   circle, and `assign` names no elector's internals (`tests/architecture.rs` checks both).
 //!
 //! Correctness comes first: zero lost, zero reordered per key; duplicates happen only for records
 //! whose acknowledgement or purge was lost to a failure, at most one per key per failure.

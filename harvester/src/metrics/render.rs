@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use super::names as n;
 use crate::stats::histogram::Histogram;
+use crate::stats::Stats;
 use crate::store::Backlog;
 use crate::Harvester;
 
@@ -54,6 +55,16 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
     let s = h.live_stats();
     let mut e = Exposition::default();
     e.gauge(n::UP, "1 while the harvester process serves metrics.", 1.0);
+    counters(&mut e, s);
+    pipeline_gauges(&mut e, s);
+    leadership(&mut e, h);
+    store(&mut e, h, table);
+    histograms(&mut e, s);
+    e.finish()
+}
+
+/// What the pipeline and its coordination did so far.
+fn counters(e: &mut Exposition, s: &Stats) {
     e.counter(n::MARKED, "Rows escrowed by mark queries.", &s.marked);
     e.counter(n::MARK_QUERIES, "Mark queries run.", &s.mark_queries);
     e.counter(n::PUBLISHED, "Records acknowledged by Kafka.", &s.published);
@@ -116,6 +127,10 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
         "Transactions aborted; their rows were reset and sent again.",
         &s.txn_aborted,
     );
+}
+
+/// What the pipeline holds and the limits in force now.
+fn pipeline_gauges(e: &mut Exposition, s: &Stats) {
     e.gauge_i(
         n::IN_FLIGHT_RECORDS,
         "Records held by the pipeline (in flight or waiting behind their key).",
@@ -151,6 +166,10 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
         "Producer shards running (limits.send_concurrency, or what \"auto\" chose).",
         &s.producer_shards,
     );
+}
+
+/// Whether this harvester leads, in which term and since when.
+fn leadership(e: &mut Exposition, h: &Harvester) {
     let leading = h.is_leader();
     e.gauge(
         n::LEADER,
@@ -164,7 +183,7 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
     );
     // A harvester sharing by bucket has no elector term: its segment's leader id stands in.
     let term = match h.elector() {
-        Some(e) => e.term().map(|t| t.to_string()),
+        Some(elector) => elector.term().map(|t| t.to_string()),
         None => h.leader_id().map(|id| id.to_string()),
     };
     match (term, h.leader_id()) {
@@ -188,6 +207,10 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
         "Unix time the current term started; 0 when not leading.",
         since,
     );
+}
+
+/// The outbox's backlog (when read) and the store's connections.
+fn store(e: &mut Exposition, h: &Harvester, table: Option<Backlog>) {
     if let Some(t) = table {
         e.gauge(
             n::BACKLOG,
@@ -217,6 +240,10 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
             f64::from(pool.max),
         );
     }
+}
+
+/// The distributions: batch sizes, statement durations and the record's stages.
+fn histograms(e: &mut Exposition, s: &Stats) {
     e.histogram(
         n::MARK_BATCH,
         "Rows returned per non-empty mark query.",
@@ -272,5 +299,4 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
         "Duration of a transaction's commit (its records, then the coordinator).",
         &s.txn_commit_seconds.0,
     );
-    e.finish()
 }
