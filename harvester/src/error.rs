@@ -135,7 +135,7 @@ pub enum Error {
 
     /// Row `id` failed while later rows of its key were in flight (a key window above 1): the
     /// pipeline restarts to send the key's rows again in order.
-    #[error("shard {shard}: row {id} failed ({source}) while later rows of its key were in flight; restarting the pipeline to send them again in order")]
+    #[error("shard {shard}: row {id} failed while later rows of its key were in flight; restarting the pipeline to send them again in order")]
     KeyWindowBroken {
         shard: usize,
         id: i64,
@@ -180,16 +180,21 @@ pub enum Error {
     #[error("the term ended while {during}")]
     TermEnded { during: &'static str },
 
-    /// The database answered something the store cannot use (a count out of range, fewer rows
-    /// or ids than asked for, an unknown return code); `what` says what came back. A write that
-    /// got such an answer was rolled back.
+    /// The database answered something the store or the pipeline cannot use (a count out of
+    /// range, fewer rows or ids than asked for, an unknown return code, a marked row outside the
+    /// term's scope); `what` says what came back. A store's own write that got such an answer
+    /// was rolled back; marked rows are re-marked under a fresh leader id when the term restarts.
     #[error("unexpected answer from the database: {what}")]
     StoreAnswer { what: String },
 
-    /// A statement would need more leader ids than the store can bind in one statement (a
-    /// term that re-marked more often than `max` times).
-    #[error("{count} leader ids in one statement; the store takes at most {max}")]
-    TooManyLeaderIds { count: usize, max: usize },
+    /// A statement would need more leader ids than `store` can bind in one statement (a term
+    /// that re-marked more often than `max` times).
+    #[error("{count} leader ids in one statement; {store} takes at most {max}")]
+    TooManyLeaderIds {
+        store: &'static str,
+        count: usize,
+        max: usize,
+    },
 
     /// A bounded wait ran out.
     #[error("timed out after {after:?} waiting for {what}")]

@@ -130,7 +130,14 @@ impl super::Harvester {
         ));
         tracing::info!(%generation, buckets = ?buckets, "harvesting buckets");
         let gated = Arc::new(RwLock::new(buckets.iter().copied().collect()));
-        let running = self.start(generation, refresh, segment_gate(assignor, &gated), scope);
+        let label = format!("{} buckets", buckets.len());
+        let running = self.start(
+            label,
+            generation,
+            refresh,
+            segment_gate(assignor, &gated),
+            scope,
+        );
         self.status.write().leading_since = Some(std::time::SystemTime::now());
         Stats::add(&self.stats.terms, 1);
         self.emit(HarvestEvent::Acquired {

@@ -345,8 +345,7 @@ impl Harvester {
                     None => break elector.closed().await,
                     Some(ElectionEvent::Acquired { term }) => {
                         self.stop(leading.take().map(|l| l.pipeline), true).await;
-                        tracing::info!(%term, "leading");
-                        let pipeline = self.start(term.id(), &refresh_tx, leader_gate(elector), None);
+                        let pipeline = self.start(term.to_string(), term.id(), &refresh_tx, leader_gate(elector), None);
                         leading = Some(Leading { term, pipeline });
                         self.status.write().leading_since = Some(std::time::SystemTime::now());
                         Stats::add(&self.stats.terms, 1);
@@ -374,7 +373,7 @@ impl Harvester {
                         break Err(e);
                     }
                     if elector.term() == Some(term) {
-                        let pipeline = self.start(Uuid::new_v4(), &refresh_tx, leader_gate(elector), None);
+                        let pipeline = self.start(term.to_string(), Uuid::new_v4(), &refresh_tx, leader_gate(elector), None);
                         leading = Some(Leading { term, pipeline });
                     }
                 }
@@ -444,6 +443,7 @@ impl Harvester {
     /// Starts a pipeline for a term (or a segment of buckets) under `generation`.
     fn start(
         &self,
+        label: String,
         generation: Uuid,
         refresh: &mpsc::UnboundedSender<Uuid>,
         gate: Gate,
@@ -457,6 +457,7 @@ impl Harvester {
             gate,
             scope,
             generation,
+            label,
             on_refresh: refresh.clone(),
             epoch: self.epochs.fetch_add(1, Ordering::Relaxed) + 1,
             fatal_rows: Arc::clone(&self.fatal_rows),
@@ -488,6 +489,13 @@ impl Harvester {
             Err(e) if e.ends_harvest() => {
                 tracing::error!("pipeline stopped: {}; the harvester stops", chain(&e));
                 return Err(e);
+            }
+            Err(e @ Error::TaskFailed { .. }) => {
+                Stats::add(&self.stats.pipeline_restarts, 1);
+                tracing::error!(
+                    "pipeline panicked: {}; restarting with a fresh leader id",
+                    chain(&e)
+                );
             }
             Err(e) => {
                 Stats::add(&self.stats.pipeline_restarts, 1);

@@ -4,7 +4,8 @@
 //!
 //! The harvester decides only when a term starts and ends (an elector's or an assignor's
 //! events); everything a term holds (producers, channels, tasks, the in-flight window) is built
-//! and torn down here, so a term can never outlive its stop or leak into the next one.
+//! and torn down here. Its owner stops it within a bound: a drain that outlasts it is cut, and
+//! a term cut while registering a transactional producer ends when that call returns.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -40,9 +41,12 @@ pub(crate) struct Term {
     pub scope: Option<BucketScope>,
     /// The term's first leader id.
     pub generation: Uuid,
+    /// What the owner calls the term in logs (the elector's term, or the buckets).
+    pub label: String,
     /// Told about each later generation.
     pub on_refresh: mpsc::UnboundedSender<Uuid>,
-    /// Counts the owner's terms (the producers tag their reports with it).
+    /// Counts the owner's pipeline starts, restarts included (the producers tag their reports
+    /// with it).
     pub epoch: u64,
     pub fatal_rows: FatalRows,
     /// `publish.mode = "transactional"`'s settings; None: idempotent.
@@ -57,6 +61,7 @@ pub(crate) struct Term {
 /// until its stages end on their own; owners stop it.
 pub(crate) struct RunningTerm {
     generation: Uuid,
+    label: String,
     graceful: CancellationToken,
     hard: CancellationToken,
     handle: JoinHandle<Result<()>>,
@@ -145,7 +150,7 @@ impl Term {
             init_timeout: self.txn_timeout,
             transactional: self.transactional.is_some(),
         };
-        tracing::info!(generation = %self.generation, "leading: starting the pipeline");
+        tracing::info!(term = %self.label, generation = %self.generation, "leading: starting the pipeline");
         let handle = tokio::spawn(run(
             ctx,
             registration,
@@ -155,6 +160,7 @@ impl Term {
         ));
         RunningTerm {
             generation: self.generation,
+            label: self.label,
             graceful,
             hard,
             handle,
@@ -282,7 +288,7 @@ impl RunningTerm {
             self.hard.cancel();
             let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.handle).await;
         }
-        tracing::info!(generation = %self.generation, hard, "pipeline stopped");
+        tracing::info!(term = %self.label, generation = %self.generation, hard, "pipeline stopped");
     }
 }
 

@@ -125,10 +125,9 @@ impl Shard {
     ) -> Result<()> {
         let shard = self.producer.shard;
         self.hard = hard.clone();
-        let mut reports = self
-            .producer
-            .take_reports()
-            .ok_or(Error::Closed("a shard's delivery reports"))?;
+        let mut reports = self.producer.take_reports().ok_or(Error::StageGone {
+            stage: "delivery report stream (already taken)",
+        })?;
         let mut draining: Option<Instant> = None;
         let mut tick = tokio::time::interval(Duration::from_millis(5));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

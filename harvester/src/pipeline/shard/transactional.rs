@@ -250,7 +250,7 @@ impl Shard {
             return Err(Error::Transaction {
                 shard: self.producer.shard,
                 call: TxnCall::Abort,
-                reason: why.to_owned(),
+                reason: format!("it failed: {why}"),
             });
         }
         Stats::add(&self.ctx.stats.txn_aborted, 1);

@@ -84,6 +84,7 @@ pub fn bucket_mask(scope: &BucketScope) -> String {
 pub fn leader_list(leaders: &[Uuid]) -> Result<Vec<Uuid>> {
     if leaders.len() > MAX_LEADERS {
         return Err(Error::TooManyLeaderIds {
+            store: "sql server",
             count: leaders.len(),
             max: MAX_LEADERS,
         });
