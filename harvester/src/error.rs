@@ -322,6 +322,32 @@ pub fn code_name(code: &rdkafka::types::RDKafkaErrorCode) -> String {
 mod tests {
     use super::*;
 
+    /// Restart reasons are logged with [`chain`]: a variant whose cause is its `source` must not
+    /// print it in its own text too.
+    #[test]
+    fn restart_reasons_print_their_cause_once() {
+        let cause = rdkafka::error::KafkaError::MessageProduction(
+            rdkafka::types::RDKafkaErrorCode::MessageTimedOut,
+        );
+        let cause_text = cause.to_string();
+        for e in [
+            Error::KeyWindowBroken {
+                shard: 1,
+                id: 7,
+                source: cause.clone(),
+            },
+            Error::RowRefused {
+                shard: 1,
+                id: 7,
+                source: cause.clone(),
+            },
+        ] {
+            let text = chain(&e);
+            assert_eq!(text.matches(&cause_text).count(), 1, "{text}");
+            assert!(text.contains("row 7"), "{text}");
+        }
+    }
+
     #[test]
     fn election_errors_keep_a_matchable_cause_and_print_the_chain() {
         let e = Error::Election {
