@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use testkit::modgraph::{find_cycle, graphs};
+use testkit::modgraph::{circles, find_cycle, graphs};
 
 #[test]
 fn no_two_modules_import_each_other() {
@@ -20,17 +20,8 @@ fn no_two_modules_import_each_other() {
         "the scan found the modules: {:?}",
         top.keys()
     );
-    if let Some(cycle) = find_cycle(&top) {
-        panic!("modules import each other: {}", cycle.join(" -> "));
-    }
-    for (folder, graph) in &folders {
-        if let Some(cycle) = find_cycle(graph) {
-            panic!(
-                "in {folder}, submodules import each other: {}",
-                cycle.join(" -> ")
-            );
-        }
-    }
+    let circles = circles(&top, &folders);
+    assert!(circles.is_empty(), "{circles:#?}");
     for folder in ["run", "ground", "report", "result"] {
         assert!(
             folders.contains_key(folder),

@@ -118,6 +118,24 @@ pub fn submodules(dir: &Path) -> Result<BTreeSet<String>, TestkitError> {
     Ok(names)
 }
 
+/// Every import circle of a crate's graphs (from [`graphs`]), one line each: at most one at the
+/// top level and one per folder, so a failing test names them all at once.
+pub fn circles(top: &Graph, folders: &BTreeMap<String, Graph>) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(cycle) = find_cycle(top) {
+        found.push(format!("modules import each other: {}", cycle.join(" -> ")));
+    }
+    for (folder, graph) in folders {
+        if let Some(cycle) = find_cycle(graph) {
+            found.push(format!(
+                "in {folder}, submodules import each other: {}",
+                cycle.join(" -> ")
+            ));
+        }
+    }
+    found
+}
+
 /// The leading identifier of `s`.
 fn ident(s: &str) -> String {
     s.chars()
