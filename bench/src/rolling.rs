@@ -249,17 +249,23 @@ impl RollingRestart {
     }
 }
 
+/// A sample at `ms` from `(member, buckets)` answers (the tests' shorthand, here and in the
+/// report's).
+#[cfg(test)]
+pub(crate) fn sample_at(ms: u64, answers: &[(&str, &[u16])]) -> Sample {
+    let sets: Vec<(&str, BTreeSet<u16>)> = answers
+        .iter()
+        .map(|(m, b)| (*m, b.iter().copied().collect()))
+        .collect();
+    Sample::from_answers(Duration::from_millis(ms), sets.iter().map(|(m, b)| (*m, b)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A sample at `ms` from `(member, buckets)` answers.
     fn at(ms: u64, answers: &[(&str, &[u16])]) -> Sample {
-        let sets: Vec<(&str, BTreeSet<u16>)> = answers
-            .iter()
-            .map(|(m, b)| (*m, b.iter().copied().collect()))
-            .collect();
-        Sample::from_answers(Duration::from_millis(ms), sets.iter().map(|(m, b)| (*m, b)))
+        sample_at(ms, answers)
     }
 
     fn ms(m: &Move) -> u64 {

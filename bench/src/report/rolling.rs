@@ -81,19 +81,13 @@ pub(super) fn section(runs: &[RunResult]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
     use std::time::Duration;
 
     use super::*;
     use crate::rolling::{Sample, Step};
 
-    /// A sample at `ms` from `(member, buckets)` answers.
     fn at(ms: u64, answers: &[(&str, &[u16])]) -> Sample {
-        let sets: Vec<(&str, BTreeSet<u16>)> = answers
-            .iter()
-            .map(|(m, b)| (*m, b.iter().copied().collect()))
-            .collect();
-        Sample::from_answers(Duration::from_millis(ms), sets.iter().map(|(m, b)| (*m, b)))
+        crate::rolling::sample_at(ms, answers)
     }
 
     #[test]
