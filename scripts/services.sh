@@ -52,6 +52,19 @@ mkdir -p "$STATE"
 
 say() { echo "services: $*" >&2; }
 
+# testkit_bin NAME: builds testkit's binary NAME and prints its path. HARVEST_PROFILE picks the
+# cargo profile (default `dev`, as the tests build) and HARVEST_BUILD_PACKAGES the packages built
+# with it (default `-p testkit`): scripts/bench.sh says `release` and its own build's packages,
+# so cargo unifies features as in that build and finds it fresh, and a fresh machine compiles
+# the benchmark's dependencies once.
+testkit_bin() {
+  local profile=${HARVEST_PROFILE:-dev} dir
+  case "$profile" in dev) dir=debug ;; *) dir=$profile ;; esac
+  # shellcheck disable=SC2086 # the packages are words
+  (cd "$ROOT" && cargo build -q --profile "$profile" ${HARVEST_BUILD_PACKAGES:--p testkit} --bin "$1")
+  echo "${CARGO_TARGET_DIR:-$ROOT/target}/$dir/$1"
+}
+
 APT_UPDATED=0
 apt_install() { # apt_install PACKAGE...
   export DEBIAN_FRONTEND=noninteractive
@@ -404,9 +417,7 @@ start_private_cluster() {
 # tls_material: the throwaway CA and certificates of testkit's tls-material in $STATE/tls
 # (kept once written: servers started with them keep trusting them).
 tls_material() {
-  local target=${CARGO_TARGET_DIR:-$ROOT/target}
-  (cd "$ROOT" && cargo build -q -p testkit --bin tls-material)
-  "$target/debug/tls-material" "$STATE/tls"
+  "$(testkit_bin tls-material)" "$STATE/tls"
 }
 
 # db_password NAME: a random password for the TLS tests' database user NAME, kept in
@@ -686,10 +697,10 @@ private_kafka() {
 # The embedded broker (librdkafka's mock cluster): for injected faults, and `bench --embedded`.
 broker_up() {
   say "kafka: building the embedded broker"
-  (cd "$ROOT" && cargo build -q -p testkit --bin embedded-broker)
-  local target=${CARGO_TARGET_DIR:-$ROOT/target}
+  local bin
+  bin=$(testkit_bin embedded-broker)
   if broker_alive; then
-    if [ "$target/debug/embedded-broker" -nt "$STATE/broker/broker.json" ]; then
+    if [ "$bin" -nt "$STATE/broker/broker.json" ]; then
       say "kafka: the embedded broker was rebuilt; restarting it"
       stop_broker
     else
@@ -700,7 +711,7 @@ broker_up() {
   rm -f "$STATE/broker/broker.json"
   mkdir -p "$STATE/broker"
   say "kafka: starting the embedded broker"
-  nohup "$target/debug/embedded-broker" --state-dir "$STATE/broker" ${HARVEST_BROKER_ARGS:-} \
+  nohup "$bin" --state-dir "$STATE/broker" ${HARVEST_BROKER_ARGS:-} \
     >"$STATE/broker/broker.log" 2>&1 &
   for _ in $(seq 1 100); do
     [ -f "$STATE/broker/broker.json" ] && break
