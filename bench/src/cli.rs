@@ -54,7 +54,8 @@ pub struct RunOptions {
 pub struct Summary {
     pub markdown: String,
     pub files: Vec<String>,
-    pub all_passed: bool,
+    /// Where the run happened (its tree: committed or not).
+    pub provenance: Provenance,
     pub runs: Vec<RunResult>,
     pub ceilings: Ceilings,
 }
@@ -372,8 +373,11 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
             eprintln!("== {}", variant.label(name));
             let result = crate::run::run(&bench, name, &scenario, variant).await?;
             eprintln!(
-                "   {} committed {}, delivered {}, lost {}, reordered {}, duplicates {}",
+                "   {}, {}; committed {}, delivered {}, lost {}, reordered {}, duplicates {}",
                 result.verdict,
+                result
+                    .pace
+                    .map_or_else(|| "keeping up not judged".into(), |p| p.describe()),
                 result.committed,
                 result.correctness.delivered,
                 result.correctness.lost,
@@ -386,9 +390,6 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     }
     let plots = write_plots(&o.out, &run_id, &runs)?;
     let mut md = markdown(&provenance, &ceilings, &runs, &plots);
-    if let Some(w) = provenance.postgres.autovacuum_warning() {
-        md = format!("> **{w}**\n\n{md}");
-    }
     md.push_str(&crate::report::unsupported_section(
         bench.backend,
         &unsupported,
@@ -416,7 +417,7 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     Ok(Summary {
         markdown: md,
         files,
-        all_passed: runs.iter().all(|r| r.passed),
+        provenance,
         runs,
         ceilings,
     })
@@ -596,8 +597,10 @@ async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummar
         }
     }
     let mut md = format!(
-        "# Tuning sweep {run_id}\n\n- command: `{}`\n- commit: {}\n- machine: {}\n- scenario: {} ({})\n\n",
-        provenance.command, provenance.commit, provenance.machine, o.scenario, scenario.description
+        "{}- scenario: {} ({})\n\n",
+        crate::report::head(&provenance, &format!("Tuning sweep {run_id}")),
+        o.scenario,
+        scenario.description
     );
     md.push_str(&crate::tune::markdown(
         &points,

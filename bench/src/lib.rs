@@ -27,6 +27,8 @@
 //! - [`report`] and [`plot`]: JSON lines, a Markdown summary (a function per section), SVG
 //!   plots under `results/`; [`rolling`]: a rolling restart's buckets moved per step and their
 //!   stalls, from sampled owner maps.
+//! - [`exit`]: how `bench run` ends: its exit code (correctness alone) and last lines (runs that
+//!   did not pass, runs that fell behind, a tree no commit reproduces).
 //! - [`tune`]: sweeps of one setting at a time over the same scenario, and the knee (highest
 //!   throughput within a p99 budget) as a recommendation.
 //! - [`pg`]: Postgres statistics (WAL bytes, transactions, durability settings) and the bench's
@@ -45,6 +47,7 @@ pub mod cli;
 pub mod dbwork;
 pub mod electors;
 mod error;
+pub mod exit;
 pub mod fleet;
 pub mod ground;
 pub mod mariadb;

@@ -1,5 +1,8 @@
 //! What the embedded (librdkafka mock) broker does with an idempotent producer under injected
 //! Produce errors, without any harvester: the benchmark's broker-faults figures depend on it.
+//! The bench forgives records "acknowledged but not in the log" only where Produce errors are
+//! injected into the mock, because the mock loses such records by itself; these tests hold it to
+//! that: none lost without faults, some lost with them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -10,7 +13,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::ClientContext;
-use testkit::verify::{consume, ConsumeOptions};
+use testkit::verify::{consume, ClientSettings, ConsumeOptions};
 use testkit::{envelope, names, Broker, Verifier};
 
 struct Ctx {
@@ -30,15 +33,22 @@ impl ProducerContext for Ctx {
     }
 }
 
-/// Returns (acknowledged, failed, report of what a consumer read of the acknowledged ones).
-async fn produce_under(
-    errors: &[&str],
-    records: u64,
-    producers: usize,
-) -> (u64, u64, testkit::Report) {
+/// What a bare producer's run on the mock left: records acknowledged and failed, the records
+/// the topic's log holds (high minus low watermarks, independent of any consumer), and what a
+/// consumer read of the acknowledged ones.
+struct Produced {
+    acked: u64,
+    failed: u64,
+    log_records: i64,
+    report: testkit::Report,
+}
+
+const PARTITIONS: i32 = 4;
+
+async fn produce_under(errors: &[&str], records: u64, producers: usize) -> Produced {
     let broker = Broker::mock().unwrap().isolated(1).unwrap();
     let topic = names::topic("mock");
-    broker.create_topic(&topic, 4).await.unwrap();
+    broker.create_topic(&topic, PARTITIONS).await.unwrap();
     let run = names::unique("run");
     let acked = Arc::new(Mutex::new(Vec::new()));
     let failed = Arc::new(AtomicU64::new(0));
@@ -99,27 +109,59 @@ async fn produce_under(
         .await
         .unwrap()
         .report();
-    (acked.len() as u64, failed.load(Ordering::Relaxed), report)
+    let log_records = tokio::task::block_in_place(|| {
+        bench::receipts::log_records(
+            &ClientSettings::plaintext(broker.bootstrap()),
+            &topic,
+            PARTITIONS,
+        )
+    })
+    .unwrap();
+    Produced {
+        acked: acked.len() as u64,
+        failed: failed.load(Ordering::Relaxed),
+        log_records,
+        report,
+    }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_faults_every_acknowledged_record_is_readable() {
-    let (acked, failed, report) = produce_under(&[], 2_000, 8).await;
-    println!("no faults: acked {acked}, failed {failed}: {report}");
-    assert_eq!(acked, 2_000);
-    assert_eq!(report.lost, 0);
+    let p = produce_under(&[], 2_000, 8).await;
+    println!(
+        "no faults: acked {}, failed {}, in the log {}: {}",
+        p.acked, p.failed, p.log_records, p.report
+    );
+    assert_eq!(p.acked, 2_000);
+    assert_eq!(p.report.lost, 0, "{}", p.report);
+    assert_eq!(p.log_records, 2_000);
 }
 
-/// An experiment, not a gate (`cargo test -p bench --test mock_broker -- --ignored`): with
-/// Produce errors injected into idempotent producers' requests, librdkafka's mock cluster now and
-/// then acknowledges a record it never stores (seen: 1 of 8,000 in one of three runs, with no
-/// harvester involved). The benchmark therefore counts "acknowledged but not in the log"
-/// separately from loss the harvester could have caused (see RESULTS.md).
-#[tokio::test]
-#[ignore = "experiment on the mock broker; its loss is intermittent"]
-async fn injected_produce_errors_on_the_mock_sometimes_lose_acknowledged_records() {
-    let (acked, failed, report) = produce_under(&["NOT_LEADER_FOR_PARTITION"], 8_000, 8).await;
-    println!("NOT_LEADER_FOR_PARTITION every 100 ms: acked {acked}, failed {failed}: {report}");
-    assert!(acked > 0);
-    assert_eq!(report.reordered, 0, "{report}");
+/// Rounds of 8,000 records tried before the test gives up on seeing a loss: the loss is a race
+/// in the mock, seen in most rounds but not promised in each.
+const ROUNDS: usize = 5;
+
+/// With `NOT_LEADER_FOR_PARTITION` stacked on Produce requests every 100 ms, the mock
+/// acknowledges records to idempotent producers that its log never holds: the producers saw no
+/// failure, the consumer read every record the log holds, and the log holds fewer than were
+/// acknowledged. If this stops failing to find a loss, the mock stopped losing records, and the
+/// bench's forgiveness of them in broker-faults must go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_produce_errors_on_the_mock_lose_acknowledged_records() {
+    for round in 1..=ROUNDS {
+        let p = produce_under(&["NOT_LEADER_FOR_PARTITION"], 8_000, 8).await;
+        println!(
+            "round {round}, NOT_LEADER_FOR_PARTITION every 100 ms: acked {}, failed {}, in the log {}: {}",
+            p.acked, p.failed, p.log_records, p.report
+        );
+        assert_eq!(p.report.reordered, 0, "{}", p.report);
+        // The consumer read the whole log: whatever it missed, the log does not hold.
+        assert_eq!(p.log_records, p.report.received as i64, "{}", p.report);
+        // Lost counts only acknowledged records: the verifier expects nothing else.
+        assert_eq!(p.report.expected, p.acked, "{}", p.report);
+        if p.report.lost > 0 {
+            return;
+        }
+    }
+    panic!("no acknowledged record was lost in {ROUNDS} rounds: the mock keeps them now");
 }

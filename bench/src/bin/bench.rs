@@ -6,7 +6,9 @@
 //! bench tune [--workload tune] [--sweep PATH=V1,V2,...]... [--p99-budget 500ms] [--quick]
 //! bench list
 //! ```
-//! Exit codes: 0 every run verified, 1 a run lost or reordered records (or failed), 2 bad input.
+//! Exit codes: 0 every run verified correct (whether or not it kept up with its writers, which
+//! the summary shows), 1 a run lost or reordered records (or failed, or was inconclusive), 2 bad
+//! input.
 
 use std::path::PathBuf;
 
@@ -255,14 +257,10 @@ async fn main() {
             Ok(summary) => {
                 println!("{}", summary.markdown);
                 eprintln!("results: {}", summary.files.join(", "));
-                if summary.all_passed {
-                    0
-                } else {
-                    eprintln!(
-                        "bench: some runs did not pass: failed (lost or reordered records) or inconclusive (see each run's verdict)"
-                    );
-                    1
+                for line in bench::exit::closing_lines(&summary.provenance, &summary.runs) {
+                    eprintln!("{line}");
                 }
+                bench::exit::code(&summary.runs)
             }
             Err(e) => report_error(&e),
         },

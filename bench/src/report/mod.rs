@@ -23,9 +23,10 @@ use serde::Serialize;
 use crate::result::{Ceilings, Provenance, RunResult};
 use crate::BenchError;
 pub use per_run::cpu_line;
-pub use provenance::{effective_settings, head};
+pub use provenance::{banner, effective_settings, head, tree_warning};
 
-/// The Markdown summary.
+/// The Markdown summary: a banner first when no commit reproduces it, then a warning when the
+/// run measured without autovacuum, then the sections.
 pub fn markdown(
     p: &Provenance,
     ceilings: &Ceilings,
@@ -33,12 +34,18 @@ pub fn markdown(
     plots: &[PathBuf],
 ) -> String {
     [
-        head(p, &format!("Benchmark run {}", p.run_id)),
+        provenance::banner(p),
+        p.postgres
+            .autovacuum_warning()
+            .map(|w| format!("> **{w}**\n\n"))
+            .unwrap_or_default(),
+        provenance::title_lines(p, &format!("Benchmark run {}", p.run_id)),
         provenance::lines(p, runs),
         ceilings::section(p, ceilings),
         scenarios::table(ceilings, runs),
         per_run::section(runs),
         notes::inconclusive(runs),
+        notes::fell_behind(runs),
         notes::failovers(runs),
         rolling::section(runs),
         notes::failures(runs),

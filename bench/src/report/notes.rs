@@ -1,16 +1,30 @@
-//! The notes under the tables: inconclusive and failed runs in a sentence each, failovers'
-//! timings, the plots, and the legend that says how every column is measured.
+//! The notes under the tables: inconclusive runs, runs that fell behind and failed runs in a
+//! sentence each, failovers' timings, the plots, and the legend that says how every column is
+//! measured.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::result::{RunResult, Verdict};
+use crate::result::{RunResult, Verdict, KEEP_UP_SHARE};
 
 /// Each inconclusive run's verdict in bold.
 pub(super) fn inconclusive(runs: &[RunResult]) -> String {
     let mut s = String::new();
     for r in runs.iter().filter(|r| r.verdict == Verdict::Inconclusive) {
         let _ = writeln!(s, "\n**{} {}**", r.scenario, r.verdict_note);
+    }
+    s
+}
+
+/// Each open-loop run that fell behind, or whose writers fell short of their target, in bold
+/// with its figures.
+pub(super) fn fell_behind(runs: &[RunResult]) -> String {
+    let mut s = String::new();
+    for r in runs {
+        let Some(p) = r.pace else { continue };
+        if p.fell_behind() || p.rates().is_some_and(|r| r.writers_short()) {
+            let _ = writeln!(s, "\n**{} {} ({})**", r.label(), p.describe(), r.verdict);
+        }
     }
     s
 }
@@ -73,6 +87,7 @@ pub(super) fn legend() -> String {
          `broker busy`: share of the measured part the embedded broker's mock-cluster thread (it serves every request on that one thread) was on a CPU or runnable waiting for one; `bound by`: broker when that thread was at least 90 % busy, else database or harvester by the larger share of the machine's cores it used if at least half, else none (round trips or the offered load). `reord (n rewound, ≤ m allowed)`: n steps back in a key's deliveries (an older record after a newer one); allowed only in failover-zombie, at most m: the records the stalled leader had in flight (scripts/zombie-loop.sh holds transactional runs to none). \
          `failover gap / stall ms`: the gap in deliveries around a new leader's start, or the longest pause in deliveries from a fault on; `(recovered s)`: from the fault's start until the last record it delayed arrived (late: more than twice the p99 before the fault from commit to receipt, at least 1 s). \
          Delivered rec/s counts first deliveries while writers wrote (written = the writers' commit rate, target = the open-loop rate). \
+         A verdict has two parts: `correctness` (lost, reordered, rewinds beyond what is allowed, unexpected records; the exit code fails on it) and `keeping up` (open-loop runs only: kept up when delivered rec/s reached {KEEP_UP_SHARE} of written rec/s, else *fell behind* with the share; a drain or closed-loop writers have no target rate, n/a). \
          WAL and transactions per record include the writers' own."
     );
     s

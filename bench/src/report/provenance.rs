@@ -1,19 +1,54 @@
-//! The report's head: the title, how to reproduce the run (command, commit, machine) and what
-//! it ran against (database, broker, harvester settings).
+//! The report's head: a banner when the run's tree was not a commit (its figures cannot be
+//! reproduced, so they must not be quoted), the title, how to reproduce the run (command,
+//! commit), the machine and broker it ran on, and what else it ran against (database,
+//! harvester settings).
 
 use std::fmt::Write as _;
 
-use crate::result::{Provenance, RunResult};
+use crate::result::{Provenance, RunResult, Tree};
 
-/// A report's title and its first lines: the command, the commit and the machine.
+/// A report's banner, title and first lines: the command, the commit, the machine and the
+/// broker.
 pub fn head(p: &Provenance, title: &str) -> String {
+    format!("{}{}", banner(p), title_lines(p, title))
+}
+
+/// The warning a report opens with when no commit reproduces it; empty for a committed tree.
+pub fn banner(p: &Provenance) -> String {
+    tree_warning(p)
+        .map(|w| format!("> **{w}**\n\n"))
+        .unwrap_or_default()
+}
+
+/// The banner's sentence, when no commit reproduces the run: for a report's top and the
+/// command's last lines.
+pub fn tree_warning(p: &Provenance) -> Option<String> {
+    match p.tree() {
+        Tree::Committed => None,
+        Tree::Uncommitted => Some(format!(
+            "NOT FROM A COMMITTED TREE: built from {}, so no commit reproduces these figures — do not quote them.",
+            p.commit
+        )),
+        Tree::Unknown => Some("NOT FROM A KNOWN COMMIT: git named no commit for the tree this was built from, so nothing reproduces these figures — do not quote them.".to_owned()),
+    }
+}
+
+/// The title and the lines that say how to reproduce the run and where it ran.
+pub(super) fn title_lines(p: &Provenance, title: &str) -> String {
     format!(
-        "# {title}\n\n- command: `{}`\n- commit: {}\n- machine: {}\n",
-        p.command, p.commit, p.machine
+        "# {title}\n\n- command: `{}`\n- commit: {}\n- machine: {}\n- broker: {}\n",
+        p.command,
+        if p.commit.is_empty() {
+            "unknown"
+        } else {
+            &p.commit
+        },
+        p.machine,
+        p.broker
     )
 }
 
-/// The database's, the broker's and the harvesters' lines under the head.
+/// The database's and the harvesters' lines under the head.
 pub(super) fn lines(p: &Provenance, runs: &[RunResult]) -> String {
     let mut s = String::new();
     let pg = &p.postgres;
@@ -31,7 +66,6 @@ pub(super) fn lines(p: &Provenance, runs: &[RunResult]) -> String {
             pg.autovacuum, pg.autovacuum_note, pg.autovacuum_settings
         );
     }
-    let _ = writeln!(s, "- broker: {}", p.broker);
     if let Some(r) = runs.first() {
         let shown: Vec<String> = r.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(

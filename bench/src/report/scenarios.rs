@@ -1,10 +1,10 @@
-//! The "Scenarios" table: a row per run with its verdict, throughput against the ceilings,
-//! latency percentiles, correctness and cost.
+//! The "Scenarios" table: a row per run with its verdict's two parts (correctness, keeping up),
+//! throughput against the ceilings, latency percentiles, correctness's counts and cost.
 
 use std::fmt::Write as _;
 
 use super::opt;
-use crate::result::{Bound, Ceilings, RunResult, Verdict};
+use crate::result::{Bound, Ceilings, Pace, RunResult, Verdict};
 
 /// The table's header and a row per run.
 pub(super) fn table(ceilings: &Ceilings, runs: &[RunResult]) -> String {
@@ -12,9 +12,9 @@ pub(super) fn table(ceilings: &Ceilings, runs: &[RunResult]) -> String {
     let _ = writeln!(s, "\n## Scenarios\n");
     let _ = writeln!(
         s,
-        "| scenario | verdict | committed | drain rec/s | x lower ceiling | x delete-only | x Kafka producer | delivered rec/s (written / target) | p50 ms | p90 | p99 | p99.9 | max | lost | evicted | reord | dup | failover gap / stall ms | CPU s/M rec | peak RSS MiB | WAL B/rec | tx/rec | broker busy | bound by |"
+        "| scenario | correctness | keeping up | committed | drain rec/s | x lower ceiling | x delete-only | x Kafka producer | delivered rec/s (written / target) | p50 ms | p90 | p99 | p99.9 | max | lost | evicted | reord | dup | failover gap / stall ms | CPU s/M rec | peak RSS MiB | WAL B/rec | tx/rec | broker busy | bound by |"
     );
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in runs {
         let _ = writeln!(s, "{}", row(r, ceilings));
     }
@@ -38,9 +38,10 @@ fn row(r: &RunResult, ceilings: &Ceilings) -> String {
         .zip(ceilings.kafka_producer)
         .map(|(a, k)| a / k.ceiling.per_second);
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} |",
         r.label(),
         verdict(r),
+        pace(r.pace),
         r.committed,
         opt(r.drain_records_per_s, 0),
         opt(ratio, 2),
@@ -77,6 +78,25 @@ fn verdict(r: &RunResult) -> &'static str {
         Verdict::Passed if r.passed => "passed",
         Verdict::Inconclusive => "*inconclusive*",
         _ => "**FAILED**",
+    }
+}
+
+/// Whether the run kept up: the share of what was written it delivered, or n/a and why.
+fn pace(p: Option<Pace>) -> String {
+    match p {
+        Some(Pace::KeptUp(r)) if r.writers_short() => {
+            format!("kept up ({:.2}; writers short of target)", r.share())
+        }
+        Some(Pace::KeptUp(r)) => format!("kept up ({:.2})", r.share()),
+        Some(Pace::FellBehind(r)) => format!(
+            "**fell behind** ({:.0} of {:.0} rec/s written, {:.2})",
+            r.delivered_per_s,
+            r.written_per_s,
+            r.share()
+        ),
+        Some(Pace::NoWriters) => "n/a (drain)".into(),
+        Some(Pace::ClosedLoop) => "n/a (closed loop)".into(),
+        None => "not judged".into(),
     }
 }
 

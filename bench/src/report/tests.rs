@@ -217,3 +217,98 @@ fn a_mariadb_run_reports_its_server_its_ceiling_and_what_it_skipped() {
     );
     assert_eq!(unsupported_section(workloads::Backend::Postgres, &[]), "");
 }
+
+#[test]
+fn a_report_from_an_uncommitted_tree_says_so_first_and_names_its_machine() {
+    let provenance = |commit: &str| Provenance {
+        run_id: "20260101-000000".into(),
+        commit: commit.into(),
+        machine: "2 cores (AMD EPYC 7B13), 8 GiB".into(),
+        broker: "embedded (librdkafka mock cluster, 3 brokers)".into(),
+        ..Provenance::default()
+    };
+    let runs = [run("drain", Verdict::Passed, "passed")];
+    let dirty = markdown(
+        &provenance("5d35504 (with uncommitted changes)"),
+        &Ceilings::default(),
+        &runs,
+        &[],
+    );
+    assert!(
+        dirty.starts_with("> **NOT FROM A COMMITTED TREE: built from 5d35504 (with uncommitted changes), so no commit reproduces these figures — do not quote them.**\n\n# Benchmark run 20260101-000000\n"),
+        "{dirty}"
+    );
+    let clean = markdown(&provenance("5d35504"), &Ceilings::default(), &runs, &[]);
+    assert!(
+        clean.starts_with("# Benchmark run 20260101-000000\n"),
+        "{clean}"
+    );
+    assert!(!clean.contains("NOT FROM"), "{clean}");
+    // The machine (CPU model, cores) and the broker right under the title.
+    let head: Vec<&str> = clean.lines().take(6).collect();
+    assert_eq!(
+        head[2..],
+        [
+            "- command: ``",
+            "- commit: 5d35504",
+            "- machine: 2 cores (AMD EPYC 7B13), 8 GiB",
+            "- broker: embedded (librdkafka mock cluster, 3 brokers)",
+        ],
+        "{clean}"
+    );
+    // A tree git could not name is not quoted either; the autovacuum warning comes after.
+    let mut unknown = provenance("");
+    unknown.postgres.autovacuum = "off".into();
+    let md = markdown(&unknown, &Ceilings::default(), &runs, &[]);
+    assert!(md.starts_with("> **NOT FROM A KNOWN COMMIT"), "{md}");
+    assert!(md.contains("**\n\n> **WARNING: autovacuum was OFF"), "{md}");
+    assert!(md.contains("- commit: unknown\n"), "{md}");
+}
+
+#[test]
+fn the_summary_shows_both_parts_of_each_verdict() {
+    use crate::result::Pace;
+    let mut behind = run("out-of-order", Verdict::Passed, "passed");
+    behind.pace = Some(Pace::judge(Some(2000.0), Some((10.0, 1744.0))));
+    let mut kept = run("steady", Verdict::Passed, "passed");
+    kept.pace = Some(Pace::judge(Some(2000.0), Some((1990.0, 2000.0))));
+    let mut drain = run("drain", Verdict::Passed, "passed");
+    drain.pace = Some(Pace::NoWriters);
+    let mut closed = run("closed", Verdict::Failed, "failed: 1 still in the outbox");
+    closed.pace = Some(Pace::ClosedLoop);
+    let md = markdown(
+        &Provenance::default(),
+        &Ceilings::default(),
+        &[behind, kept, drain, closed],
+        &[],
+    );
+    let row = |name: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        row("out-of-order").starts_with(
+            "| out-of-order | passed | **fell behind** (10 of 1744 rec/s written, 0.01) |"
+        ),
+        "{md}"
+    );
+    assert!(
+        row("steady").starts_with("| steady | passed | kept up (0.99) |"),
+        "{md}"
+    );
+    assert!(
+        row("drain").starts_with("| drain | passed | n/a (drain) |"),
+        "{md}"
+    );
+    assert!(
+        row("closed").starts_with("| closed | **FAILED** | n/a (closed loop) |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("\n**out-of-order fell behind: delivered 10 of 1744 rec/s written (0.01 < 0.95; open-loop target 2000 rec/s); the writers themselves reached only 1744 of their 2000 rec/s target (passed)**\n"),
+        "{md}"
+    );
+    assert!(!md.contains("**steady kept up"), "{md}");
+}

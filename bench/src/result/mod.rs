@@ -9,6 +9,7 @@
 
 mod ceilings;
 mod cpu;
+mod pace;
 mod provenance;
 mod topic;
 
@@ -19,10 +20,12 @@ use crate::receipts::PartitionLog;
 use crate::scenario::Kind;
 pub use ceilings::Ceilings;
 pub use cpu::{database_label, Bound, CpuUsage};
-pub use provenance::{redacted_command, Provenance};
+pub use pace::{Pace, Rates, KEEP_UP_SHARE};
+pub use provenance::{redacted_command, Provenance, Tree};
 pub use topic::TopicSizing;
 
-/// A run's outcome. `passed` is true only for [`Verdict::Passed`].
+/// A run's correctness: the part of its verdict the exit code goes by (the other part, whether
+/// it kept up, is [`Pace`]). `passed` is true only for [`Verdict::Passed`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
@@ -119,6 +122,10 @@ pub struct RunResult {
     /// The verdict in a sentence, with its cause and, for an inconclusive run, the fix.
     #[serde(default)]
     pub verdict_note: String,
+    /// The verdict's other part: whether an open-loop run kept up with its writers (`None` in
+    /// a result written before it was judged).
+    #[serde(default)]
+    pub pace: Option<Pace>,
     /// Rewinds of any depth the run may show and still pass (`run::rewinds`): 0, except for a
     /// stalled leader's late records (failover-zombie), at most what it had in flight.
     #[serde(default)]

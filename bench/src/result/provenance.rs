@@ -7,11 +7,17 @@ use crate::broker::BrokerFacts;
 use crate::mariadb::MariaDbSettings;
 use crate::pg::PgSettings;
 
+/// What `commit` says after the short hash when the checkout had uncommitted changes to tracked
+/// files.
+const UNCOMMITTED: &str = " (with uncommitted changes)";
+
 /// Facts about where and how the run happened.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Provenance {
     pub run_id: String,
     pub command: String,
+    /// The checkout's short commit hash, followed by " (with uncommitted changes)" when tracked
+    /// files differed from it; empty when git could not say.
     pub commit: String,
     pub machine: String,
     /// The Postgres server's settings (empty when the run's database is MariaDB).
@@ -55,7 +61,29 @@ fn redact_url_password(arg: &str) -> String {
     }
 }
 
+/// What the tree a run was built from was, as far as its provenance says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tree {
+    /// A commit, with no uncommitted changes to tracked files: the commit reproduces it.
+    Committed,
+    /// A commit with uncommitted changes: no commit reproduces it.
+    Uncommitted,
+    /// Git named no commit (not a checkout, or git failed).
+    Unknown,
+}
+
 impl Provenance {
+    /// The tree the run was built from, read from `commit` (so older result files say it too).
+    pub fn tree(&self) -> Tree {
+        if self.commit.trim().is_empty() {
+            Tree::Unknown
+        } else if self.commit.ends_with(UNCOMMITTED) {
+            Tree::Uncommitted
+        } else {
+            Tree::Committed
+        }
+    }
+
     /// The facts of this machine and checkout, for run `run_id` on `broker`.
     pub fn detect(run_id: &str, broker: &str, postgres: PgSettings) -> Self {
         let git = |args: &[&str]| {
@@ -71,7 +99,7 @@ impl Provenance {
         let dirty = if git(&["status", "--porcelain", "--untracked-files=no"]).is_empty() {
             ""
         } else {
-            " (with uncommitted changes)"
+            UNCOMMITTED
         };
         let cpu = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
@@ -106,6 +134,20 @@ impl Provenance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tree_is_read_from_the_commit() {
+        let with = |commit: &str| Provenance {
+            commit: commit.into(),
+            ..Provenance::default()
+        };
+        assert_eq!(with("5d35504").tree(), Tree::Committed);
+        assert_eq!(
+            with(&format!("5d35504{UNCOMMITTED}")).tree(),
+            Tree::Uncommitted
+        );
+        assert_eq!(with("").tree(), Tree::Unknown);
+    }
 
     #[test]
     fn a_command_line_keeps_no_url_password() {

@@ -1,7 +1,8 @@
 //! A run's last phase: the judgement. From the evidence it computes the figures (drain and
 //! delivered rates, the failover's timings), splits whatever is missing by cause, and decides
-//! the verdict: passed, failed, or inconclusive when the only missing records are ones the
-//! broker deleted before the verifier read them, which proves nothing about the harvester.
+//! the verdict's two parts: correctness (passed, failed, or inconclusive when the only missing
+//! records are ones the broker deleted before the verifier read them, which proves nothing
+//! about the harvester), and for an open-loop run whether it kept up ([`Pace`]).
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -12,7 +13,7 @@ use super::collect::Evidence;
 use super::measure::Measured;
 use super::{rewinds, Case};
 use crate::analysis::{failover_gap, longest_pause_after, Correctness};
-use crate::result::{Drain, Failover, RunResult, TopicSizing, Verdict};
+use crate::result::{Drain, Failover, Pace, RunResult, TopicSizing, Verdict};
 use crate::scenario::Kind;
 use crate::BenchError;
 
@@ -47,6 +48,7 @@ pub(super) fn judge(
         passed: decision.verdict == Verdict::Passed,
         verdict: decision.verdict,
         verdict_note: decision.note,
+        pace: Some(Pace::judge(ev.target, sustained.zip(write_rate))),
         rewinds_allowed: decision.allowed.any_depth,
         key_window: decision.allowed.key_window,
         problems: a.problems,

@@ -48,7 +48,7 @@ use workloads::Backend;
 
 use crate::ground::Ground;
 use crate::pg::PrivateCluster;
-use crate::result::{RunResult, TopicSizing, Verdict};
+use crate::result::{Pace, RunResult, TopicSizing, Verdict};
 use crate::scenario::{Base, Kind, Listener, Scenario};
 use crate::BenchError;
 use harvester::store::OutboxMode;
@@ -198,6 +198,9 @@ pub async fn run(
     }
     if result.verdict != Verdict::Passed {
         eprintln!("[{label}] {}", result.verdict_note);
+    }
+    if let Some(p) = result.pace.filter(Pace::fell_behind) {
+        eprintln!("[{label}] {}", p.describe());
     }
     Ok(result)
 }

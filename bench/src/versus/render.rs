@@ -136,7 +136,6 @@ pub fn markdown(
         "- postgres {}: fsync={}, synchronous_commit={}, full_page_writes={}, wal_level={}, shared_buffers={}, autovacuum={} ({})",
         pg.version, pg.fsync, pg.synchronous_commit, pg.full_page_writes, pg.wal_level, pg.shared_buffers, pg.autovacuum, pg.autovacuum_settings
     );
-    let _ = writeln!(s, "- broker: {}", p.broker);
     let _ = writeln!(
         s,
         "- relays: goharvest v0.3.1's own `cmd/reaper` (librdkafka 1.5, bundled) and ours (`reaper`), each run on the same goharvest reaper YAML (bootstrap, leader topic and group, dataSource, outboxTable; everything else each relay's default; ours also listens for HTTP on a free port, as two members on one machine must); goharvest's table DDL; one relay at a time; logs in {}",
