@@ -27,15 +27,10 @@ const WINDOW: usize = 16;
 
 fn pipelined(world: &World) -> Config {
     let mut config = world.config();
+    // Every other limit is the shipped default ("auto"); the fault tests elect their
+    // harvesters off the faulted broker (`faults::elected_off_the_broker`), so injected errors
+    // reach the records whatever the limits.
     config.limits.max_in_flight_per_key = WINDOW;
-    // goharvest's fixed limits, as before "auto" (one producer on two cores, marks of up to
-    // 1000): an injected produce error goes to whichever Produce request reaches the broker
-    // next, NELI's heartbeats included, and with fewer, larger produce requests the heartbeats
-    // took every INVALID_RECORD of a run (no restart, nothing to test): in two of four
-    // backends with one producer, in about one run in four with eight producers alone.
-    config.limits.send_concurrency = 8.into();
-    config.limits.max_in_flight_records = 1000.into();
-    config.limits.mark_query_records = 100.into();
     config.validate().unwrap();
     config
 }
@@ -109,9 +104,10 @@ async fn produce_failures_keep_first_deliveries_in_order(backend: Backend) {
 /// refusal into a timeout either.)
 async fn a_row_the_broker_refuses_is_quarantined_once(backend: Backend) {
     let world = World::with_faults(backend, "hvpiperefuse").await;
-    let config = pipelined(&world);
-    // The mock elector: NELI's heartbeats are produces too, and one could take the refusal.
-    let handle = world.start_leading(config).await;
+    let mut config = pipelined(&world);
+    // NELI's heartbeats are produces too, and one could take the refusal.
+    config.leader = faults::elected_off_the_broker(&world);
+    let handle = world.start(config).await;
     world.write(2, 50, 25).await;
     world.drained().await;
     // Every row so far is acknowledged and purged: the next Produce request is the next row's.

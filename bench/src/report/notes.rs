@@ -16,13 +16,13 @@ pub(super) fn inconclusive(runs: &[RunResult]) -> String {
     s
 }
 
-/// Each open-loop run that fell behind, or whose writers fell short of their target, in bold
-/// with its figures.
+/// Each open-loop run that fell behind (its deliveries or its writers short), in bold with its
+/// figures.
 pub(super) fn fell_behind(runs: &[RunResult]) -> String {
     let mut s = String::new();
     for r in runs {
         let Some(p) = r.pace else { continue };
-        if p.fell_behind() || p.rates().is_some_and(|r| r.writers_short()) {
+        if p.fell_behind() {
             let _ = writeln!(s, "\n**{} {} ({})**", r.label(), p.describe(), r.verdict);
         }
     }

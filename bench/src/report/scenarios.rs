@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::opt;
-use crate::result::{Bound, Ceilings, Pace, RunResult, Verdict};
+use crate::result::{Bound, Ceilings, Pace, RunResult, Verdict, KEEP_UP_SHARE};
 
 /// The table's header and a row per run.
 pub(super) fn table(ceilings: &Ceilings, runs: &[RunResult]) -> String {
@@ -84,10 +84,12 @@ fn verdict(r: &RunResult) -> &'static str {
 /// Whether the run kept up: the share of what was written it delivered, or n/a and why.
 fn pace(p: Option<Pace>) -> String {
     match p {
-        Some(Pace::KeptUp(r)) if r.writers_short() => {
-            format!("kept up ({:.2}; writers short of target)", r.share())
-        }
         Some(Pace::KeptUp(r)) => format!("kept up ({:.2})", r.share()),
+        // Everything written was delivered, but the writers wrote short of their target.
+        Some(Pace::FellBehind(r)) if r.share() >= KEEP_UP_SHARE => format!(
+            "**fell behind** (writers {:.0} of {:.0} rec/s target)",
+            r.written_per_s, r.target_per_s
+        ),
         Some(Pace::FellBehind(r)) => format!(
             "**fell behind** ({:.0} of {:.0} rec/s written, {:.2})",
             r.delivered_per_s,

@@ -272,6 +272,8 @@ fn the_summary_shows_both_parts_of_each_verdict() {
     behind.pace = Some(Pace::judge(Some(2000.0), Some((10.0, 1744.0))));
     let mut kept = run("steady", Verdict::Passed, "passed");
     kept.pace = Some(Pace::judge(Some(2000.0), Some((1990.0, 2000.0))));
+    let mut short = run("latency-500", Verdict::Passed, "passed");
+    short.pace = Some(Pace::judge(Some(500.0), Some((202.0, 202.0))));
     let mut drain = run("drain", Verdict::Passed, "passed");
     drain.pace = Some(Pace::NoWriters);
     let mut closed = run("closed", Verdict::Failed, "failed: 1 still in the outbox");
@@ -279,7 +281,7 @@ fn the_summary_shows_both_parts_of_each_verdict() {
     let md = markdown(
         &Provenance::default(),
         &Ceilings::default(),
-        &[behind, kept, drain, closed],
+        &[behind, kept, short, drain, closed],
         &[],
     );
     let row = |name: &str| {
@@ -296,6 +298,12 @@ fn the_summary_shows_both_parts_of_each_verdict() {
     );
     assert!(
         row("steady").starts_with("| steady | passed | kept up (0.99) |"),
+        "{md}"
+    );
+    assert!(
+        row("latency-500").starts_with(
+            "| latency-500 | passed | **fell behind** (writers 202 of 500 rec/s target) |"
+        ),
         "{md}"
     );
     assert!(

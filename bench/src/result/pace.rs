@@ -14,10 +14,11 @@ pub const KEEP_UP_SHARE: f64 = 0.95;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "judged", rename_all = "snake_case")]
 pub enum Pace {
-    /// Open loop, and first deliveries while the writers wrote reached [`KEEP_UP_SHARE`] of
-    /// the writers' commit rate.
+    /// Open loop, the writers wrote at [`KEEP_UP_SHARE`] of their target rate or more, and
+    /// first deliveries while they wrote reached [`KEEP_UP_SHARE`] of what they wrote.
     KeptUp(Rates),
-    /// Open loop, and they fell short of it.
+    /// Open loop, and either fell short: the deliveries, or the writers themselves (the
+    /// machine could not offer the target load, so the run did not show it is kept up with).
     FellBehind(Rates),
     /// No writers (a backlog drain): nothing to keep up with.
     NoWriters,
@@ -64,7 +65,7 @@ impl Pace {
                     written_per_s,
                     target_per_s,
                 };
-                if delivered_per_s >= KEEP_UP_SHARE * written_per_s {
+                if delivered_per_s >= KEEP_UP_SHARE * written_per_s && !rates.writers_short() {
                     Pace::KeptUp(rates)
                 } else {
                     Pace::FellBehind(rates)
@@ -90,9 +91,9 @@ impl Pace {
 
     /// The judgement in a sentence, with its figures.
     pub fn describe(&self) -> String {
-        let (word, cmp, r) = match self {
-            Pace::KeptUp(r) => ("kept up", "≥", r),
-            Pace::FellBehind(r) => ("fell behind", "<", r),
+        let (word, r) = match self {
+            Pace::KeptUp(r) => ("kept up", r),
+            Pace::FellBehind(r) => ("fell behind", r),
             Pace::NoWriters => {
                 return "keeping up n/a (no writers: a drain has no target rate)".into()
             }
@@ -108,6 +109,7 @@ impl Pace {
         } else {
             String::new()
         };
+        let cmp = if r.share() >= KEEP_UP_SHARE { "≥" } else { "<" };
         format!(
             "{word}: delivered {:.0} of {:.0} rec/s written ({:.2} {cmp} {KEEP_UP_SHARE}; open-loop target {:.0} rec/s){short}",
             r.delivered_per_s,
@@ -139,6 +141,17 @@ mod tests {
         );
         assert_eq!(behind.rates().map(|r| r.delivered_per_s), Some(10.0));
         assert!(Pace::judge(Some(2000.0), Some((1899.0, 2000.0))).fell_behind());
+    }
+
+    #[test]
+    fn writers_short_of_their_target_fall_behind_even_when_all_they_wrote_is_delivered() {
+        let short = Pace::judge(Some(500.0), Some((202.0, 202.0)));
+        assert!(short.fell_behind(), "{short:?}");
+        assert_eq!(
+            short.describe(),
+            "fell behind: delivered 202 of 202 rec/s written (1.00 ≥ 0.95; open-loop target 500 rec/s); the writers themselves reached only 202 of their 500 rec/s target"
+        );
+        assert!(!Pace::judge(Some(500.0), Some((475.0, 475.0))).fell_behind());
     }
 
     #[test]
