@@ -109,7 +109,11 @@ impl Pace {
         } else {
             String::new()
         };
-        let cmp = if r.share() >= KEEP_UP_SHARE { "≥" } else { "<" };
+        let cmp = if r.share() >= KEEP_UP_SHARE {
+            "≥"
+        } else {
+            "<"
+        };
         format!(
             "{word}: delivered {:.0} of {:.0} rec/s written ({:.2} {cmp} {KEEP_UP_SHARE}; open-loop target {:.0} rec/s){short}",
             r.delivered_per_s,

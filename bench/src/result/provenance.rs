@@ -16,8 +16,8 @@ const UNCOMMITTED: &str = " (with uncommitted changes)";
 pub struct Provenance {
     pub run_id: String,
     pub command: String,
-    /// The checkout's short commit hash, followed by " (with uncommitted changes)" when tracked
-    /// files differed from it; empty when git could not say.
+    /// The short commit hash the bench binary was built from, followed by " (with uncommitted
+    /// changes)" when tracked files differed from it then; empty when git could not say.
     pub commit: String,
     pub machine: String,
     /// The Postgres server's settings (empty when the run's database is MariaDB).
@@ -86,20 +86,12 @@ impl Provenance {
 
     /// The facts of this machine and checkout, for run `run_id` on `broker`.
     pub fn detect(run_id: &str, broker: &str, postgres: PgSettings) -> Self {
-        let git = |args: &[&str]| {
-            std::process::Command::new("git")
-                .args(args)
-                .current_dir(crate::workspace_root())
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-                .unwrap_or_default()
-        };
-        let dirty = if git(&["status", "--porcelain", "--untracked-files=no"]).is_empty() {
-            ""
-        } else {
+        // Read when this binary was built (build.rs), not from the checkout it runs in: a
+        // binary copied aside for an A/B reports its own source.
+        let dirty = if env!("BENCH_BUILD_DIRTY") == "true" {
             UNCOMMITTED
+        } else {
+            ""
         };
         let cpu = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
@@ -121,7 +113,7 @@ impl Provenance {
         Provenance {
             run_id: run_id.to_owned(),
             command: redacted_command(std::env::args()),
-            commit: format!("{}{dirty}", git(&["rev-parse", "--short", "HEAD"])),
+            commit: format!("{}{dirty}", env!("BENCH_BUILD_COMMIT")),
             machine: format!("{cores} cores ({cpu}), {mem_gib:.0} GiB"),
             postgres,
             mariadb: None,
