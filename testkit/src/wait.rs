@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 pub const LOAD_MARGIN: Duration = Duration::from_secs(5);
 
 /// The bound for something the system promises within `configured`: that plus [`LOAD_MARGIN`].
-pub fn within(configured: Duration) -> Duration {
-    configured + LOAD_MARGIN
+pub const fn within(configured: Duration) -> Duration {
+    configured.saturating_add(LOAD_MARGIN)
 }
 
 /// A condition did not become true in time.
