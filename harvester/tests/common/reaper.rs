@@ -5,10 +5,9 @@ use std::net::SocketAddr;
 
 use harvester::config::Limits;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use testkit::process::Observed;
-use testkit::wait_for;
 
 use super::World;
 
@@ -49,6 +48,10 @@ impl World {
     }
 }
 
+/// The bound for a reaper's start-up: two connects at the default connect timeout (10 s), its
+/// elector's start, and the load margin.
+const START_UP: Duration = testkit::within(Duration::from_secs(25));
+
 /// A reaper process with its HTTP address.
 pub struct Reaper {
     pub proc: Observed,
@@ -65,14 +68,26 @@ impl Reaper {
     pub async fn spawn_with(name: &str, config: &TempFile, extra: &[String]) -> Reaper {
         let mut args = vec!["--config", config.path(), "--events-json"];
         args.extend(extra.iter().map(String::as_str));
-        let proc = spawn_raw(name, &args);
-        wait_for(
-            "the reaper's http endpoint",
-            Duration::from_secs(30),
-            || async { !proc.lines_of("http").is_empty() },
-        )
-        .await
-        .unwrap();
+        let mut proc = spawn_raw(name, &args);
+        // Its start-up: connecting to the database and the brokers (each bounded by
+        // limits.connect_timeout, 10 s by default) and starting its elector. A reaper that
+        // exits instead fails the wait at once, with its status.
+        let mut exited = None;
+        let started = Instant::now();
+        while proc.lines_of("http").is_empty() {
+            if let Some(status) = proc.try_exit() {
+                exited = Some(status);
+                break;
+            }
+            assert!(
+                started.elapsed() < START_UP,
+                "the reaper's http endpoint: not up after {START_UP:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if let Some(status) = exited {
+            panic!("reaper {name} exited ({status}) before serving http (its stderr is above)");
+        }
         let http = proc.lines_of("http")[0].value["addr"]
             .as_str()
             .unwrap()
