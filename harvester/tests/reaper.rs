@@ -8,17 +8,11 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::reaper::{run_to_end, Reaper, TempFile};
+use common::reaper::{run_to_end, stop_bound, Reaper, TempFile};
 use common::{Backend, World};
 use testkit::http::metric;
 use testkit::process::Signal;
 use testkit::wait_for;
-
-/// The reaper's own bound for a graceful stop (`bin/reaper.rs`): the drain, the revocation, and
-/// 10 s; beyond it the reaper exits 3.
-fn reaper_stop(config: &harvester::Config) -> Duration {
-    config.drain_timeout() + config.leader.revoke_timeout() + Duration::from_secs(10)
-}
 
 async fn leader_of<'a>(reapers: &'a [&'a Reaper]) -> Vec<usize> {
     let mut leading = Vec::new();
@@ -75,7 +69,7 @@ async fn publishes_a_separate_writers_rows_and_reports_them(backend: Backend) {
     reaper.proc.signal(Signal::Term).unwrap();
     let exit = reaper
         .proc
-        .wait_exit(testkit::within(reaper_stop(&world.config())))
+        .wait_exit(testkit::within(stop_bound(&world.config())))
         .expect("it exits");
     assert!(
         exit.success(),
@@ -120,7 +114,7 @@ async fn sigterm_mid_stream_exits_zero_within_its_bound_and_a_restart_loses_noth
     a.proc.signal(Signal::Term).unwrap();
     // The reaper keeps its own bound (exiting 3, not 0, beyond it); the test waits that long
     // plus the load margin.
-    let bound = reaper_stop(&world.config());
+    let bound = stop_bound(&world.config());
     let status = a.proc.wait_exit(testkit::within(bound)).expect("a exits");
     let took = signalled.elapsed();
     println!("SIGTERM after {published} published: exit {status} after {took:?} (bound {bound:?})");
@@ -179,7 +173,7 @@ async fn leader_probe_is_200_on_exactly_one_and_moves_on_sigterm() {
     println!("/leader moved {:?} after SIGTERM", signalled.elapsed());
     assert_eq!(
         old.proc
-            .wait_exit(testkit::within(reaper_stop(&world.config())))
+            .wait_exit(testkit::within(stop_bound(&world.config())))
             .unwrap()
             .code(),
         Some(0)
@@ -208,7 +202,7 @@ async fn a_second_signal_exits_at_once_with_130() {
     // exits (a graceful stop takes a group leave, far longer than a poll).
     let first = Instant::now();
     r.proc.signal(Signal::Term).unwrap();
-    let deadline = first + testkit::within(reaper_stop(&world.config()));
+    let deadline = first + testkit::within(stop_bound(&world.config()));
     let status = loop {
         if let Some(status) = r.proc.try_exit() {
             break status;
@@ -307,7 +301,7 @@ async fn every_elector_kind_leads_publishes_and_reports() {
         assert_eq!(
             reaper
                 .proc
-                .wait_exit(testkit::within(reaper_stop(&effective)))
+                .wait_exit(testkit::within(stop_bound(&effective)))
                 .unwrap()
                 .code(),
             Some(0),
@@ -494,7 +488,7 @@ async fn the_java_console_consumer_reads_what_the_reaper_published() {
     reaper.proc.signal(Signal::Term).unwrap();
     reaper
         .proc
-        .wait_exit(testkit::within(reaper_stop(&world.config())))
+        .wait_exit(testkit::within(stop_bound(&world.config())))
         .expect("it exits");
     assert_eq!(read.len(), total, "every record once: {read:?}");
     let mut by_partition: Vec<_> = read.iter().collect();

@@ -229,12 +229,11 @@ fn in_flight(r: &Reaper) -> i64 {
         .unwrap_or(0)
 }
 
-/// The reaper's own bound for a graceful stop (`bin/reaper.rs`): the drain, the revocation, and
-/// 10 s.
+/// The reaper's own bound for a graceful stop, on `kind`.
 fn reaper_stop(world: &World, kind: Kind) -> Duration {
     let mut c = world.config();
     c.leader = kind.leader(world);
-    c.drain_timeout() + c.leader.revoke_timeout() + Duration::from_secs(10)
+    common::reaper::stop_bound(&c)
 }
 
 async fn scale_out(kind: Kind, backend: Backend, prefix: &str, publish: Publish) {

@@ -48,9 +48,37 @@ impl World {
     }
 }
 
+/// The reaper's own bound for a graceful stop (`bin/reaper.rs`): the drain, the revocation, and
+/// 10 s; beyond it the reaper exits 3.
+pub fn stop_bound(config: &harvester::Config) -> Duration {
+    config.drain_timeout() + config.leader.revoke_timeout() + Duration::from_secs(10)
+}
+
 /// The bound for a reaper's start-up: two connects at the default connect timeout (10 s), its
 /// elector's start, and the load margin.
-const START_UP: Duration = testkit::within(Duration::from_secs(25));
+pub const START_UP: Duration = testkit::within(Duration::from_secs(25));
+
+/// Waits until `proc` (a reaper run with `--events-json`) serves http: its start-up, connecting
+/// to the database and the brokers (each bounded by limits.connect_timeout, 10 s by default)
+/// and starting its elector. A reaper that exits instead fails the wait at once, with its
+/// status.
+pub async fn wait_serving(proc: &mut Observed) {
+    let started = Instant::now();
+    while proc.lines_of("http").is_empty() {
+        if let Some(status) = proc.try_exit() {
+            panic!(
+                "reaper {} exited ({status}) before serving http (its stderr is above)",
+                proc.name
+            );
+        }
+        assert!(
+            started.elapsed() < START_UP,
+            "reaper {}: not serving http after {START_UP:?}",
+            proc.name
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
 /// A reaper process with its HTTP address.
 pub struct Reaper {
@@ -69,25 +97,7 @@ impl Reaper {
         let mut args = vec!["--config", config.path(), "--events-json"];
         args.extend(extra.iter().map(String::as_str));
         let mut proc = spawn_raw(name, &args);
-        // Its start-up: connecting to the database and the brokers (each bounded by
-        // limits.connect_timeout, 10 s by default) and starting its elector. A reaper that
-        // exits instead fails the wait at once, with its status.
-        let mut exited = None;
-        let started = Instant::now();
-        while proc.lines_of("http").is_empty() {
-            if let Some(status) = proc.try_exit() {
-                exited = Some(status);
-                break;
-            }
-            assert!(
-                started.elapsed() < START_UP,
-                "the reaper's http endpoint: not up after {START_UP:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        if let Some(status) = exited {
-            panic!("reaper {name} exited ({status}) before serving http (its stderr is above)");
-        }
+        wait_serving(&mut proc).await;
         let http = proc.lines_of("http")[0].value["addr"]
             .as_str()
             .unwrap()
