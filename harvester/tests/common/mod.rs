@@ -152,6 +152,12 @@ impl World {
         testkit::within(self.config().leader.succession() * 2)
     }
 
+    /// The bound for a started harvester to publish what is there: its producers connect
+    /// (bounded by limits.connect_timeout), then it marks at once; plus the load margin.
+    pub fn publishing(&self) -> Duration {
+        testkit::within(self.config().limits.connect_timeout)
+    }
+
     /// The bound for a successor to lead after a graceful stop or a crash: the succession, then
     /// NELI's coordinator waits (session - 1 s) for the survivors to rejoin, at most another
     /// succession; plus the load margin.
@@ -356,11 +362,17 @@ impl World {
     /// Waits until the outbox is empty for as long as it keeps shrinking: fails only when no
     /// row has left it for `stall` (a slow machine drains slowly, a stuck harvester not at all).
     pub async fn drained_while_progressing(&self, stall: Duration) {
+        self.shrinks_to(0, stall).await
+    }
+
+    /// Waits until the outbox holds `target` rows, for as long as it keeps shrinking: fails
+    /// only when no row has left it for `stall`.
+    pub async fn shrinks_to(&self, target: i64, stall: Duration) {
         let mut least = i64::MAX;
         let mut progressed = std::time::Instant::now();
         loop {
             let rows = self.outbox_rows().await;
-            if rows == 0 {
+            if rows <= target {
                 return;
             }
             if rows < least {
