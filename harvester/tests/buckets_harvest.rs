@@ -7,12 +7,12 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::backend::Backend;
-use common::World;
+use common::{World, DRAIN_STALL};
 use harvester::assign::mock::MockAssignor;
 use harvester::assign::Assignor;
 use harvester::store::postgres::PgStore;
@@ -72,17 +72,21 @@ async fn buckets_move_mid_stream_without_loss_or_reorder(backend: Backend) {
     let hc = start(&world, &c).await;
     a.acquire(0..4);
     b.acquire(4..8);
-    // A steady stream over 40 keys.
+    // A steady stream over 40 keys through every move, until told to stop.
+    let writing = Arc::new(AtomicBool::new(true));
     let writer = {
-        let world = Arc::clone(&world);
+        let (world, writing) = (Arc::clone(&world), Arc::clone(&writing));
         tokio::spawn(async move {
-            for seq in 0..120 {
+            let mut seq = 0;
+            while writing.load(Ordering::Relaxed) {
                 world.write_round("k", 40, seq).await;
+                seq += 1;
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
+            seq
         })
     };
-    wait_for("both publish", Duration::from_secs(30), || async {
+    wait_for("both publish", world.publishing(), || async {
         ha.harvester.stats().published > 0 && hb.harvester.stats().published > 0
     })
     .await
@@ -92,8 +96,10 @@ async fn buckets_move_mid_stream_without_loss_or_reorder(backend: Backend) {
     let in_flight_a = ha.harvester.in_flight_records();
     let leader_a = ha.harvester.leader_id();
     let published_a = ha.harvester.stats().published;
+    // Acknowledged once drained and purged: within the drain timeout.
+    let drain = world.config().limits.drain_bound();
     assert!(
-        a.revoke([2, 3], Duration::from_secs(10)).await,
+        a.revoke([2, 3], testkit::within(drain)).await,
         "a acknowledged the revoke"
     );
     assert_eq!(a.owned(), (0..2).collect());
@@ -107,24 +113,33 @@ async fn buckets_move_mid_stream_without_loss_or_reorder(backend: Backend) {
     assert_eq!(ha.harvester.leader_id(), leader_a, "no restart");
     wait_for(
         "a's other buckets keep flowing",
-        Duration::from_secs(10),
+        world.publishing(),
         || async { ha.harvester.stats().published > published_a },
     )
     .await
     .unwrap();
     c.acquire([2, 3]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for("c publishes", world.publishing(), || async {
+        hc.harvester.stats().published > 0
+    })
+    .await
+    .unwrap();
     // A fence: b loses 6 and 7 at once (no barrier); a takes them.
     let in_flight_b = hb.harvester.in_flight_records();
     b.fence([6, 7]);
     a.acquire([6, 7]);
-    writer.await.unwrap();
-    let report = world.verify(Duration::from_secs(60)).await;
-    wait_for("outbox drained", Duration::from_secs(60), || async {
-        world.outbox_rows().await == 0
-    })
+    let published_a = ha.harvester.stats().published;
+    wait_for(
+        "a publishes after taking 6 and 7",
+        world.publishing(),
+        || async { ha.harvester.stats().published > published_a },
+    )
     .await
     .unwrap();
+    writing.store(false, Ordering::Relaxed);
+    let rounds = writer.await.unwrap();
+    let report = world.verify(Duration::from_secs(60)).await;
+    world.drained().await;
     let published: Vec<u64> = [&ha, &hb, &hc]
         .iter()
         .map(|h| h.harvester.stats().published)
@@ -133,7 +148,7 @@ async fn buckets_move_mid_stream_without_loss_or_reorder(backend: Backend) {
         "published by a/b/c {published:?}; in flight at the revoke {in_flight_a}, at the fence {in_flight_b}; {report}"
     );
     report.assert_correct();
-    assert_eq!(report.delivered, 40 * 120);
+    assert_eq!(report.delivered, 40 * rounds);
     assert!(
         published.iter().all(|p| *p > 0),
         "every harvester published"
@@ -162,12 +177,14 @@ async fn a_harvester_marks_only_its_buckets(backend: Backend) {
         theirs > 0 && theirs < 200,
         "keys spread over both halves: {theirs}"
     );
-    wait_for("a's buckets drained", Duration::from_secs(30), || async {
-        world.outbox_rows().await == theirs
+    world.shrinks_to(theirs, DRAIN_STALL).await;
+    // Two more mark queries, each of which saw the other buckets' rows and left them.
+    let queries = ha.harvester.stats().mark_queries;
+    wait_for("two more mark queries", world.publishing(), || async {
+        ha.harvester.stats().mark_queries >= queries + 2
     })
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(world.outbox_rows().await, theirs, "the other buckets stay");
     // Given the rest, it takes the rest.
     a.acquire(4..8);
@@ -193,16 +210,13 @@ async fn a_member_with_another_bucket_count_never_marks(backend: Backend) {
     let a = MockAssignor::new(COUNT);
     let ha = start(&world, &a).await;
     a.acquire(0..4);
-    wait_for("a's buckets drained", Duration::from_secs(30), || async {
-        world.outbox_rows().await == theirs
-    })
-    .await
-    .unwrap();
-    // A member configured with B = 16, given every bucket, refuses at once and marks nothing.
+    world.shrinks_to(theirs, DRAIN_STALL).await;
+    // A member configured with B = 16, given every bucket, refuses at once (its check before
+    // its first mark) and marks nothing.
     let b = MockAssignor::new(COUNT * 2);
     b.acquire(0..COUNT * 2);
     let hb = start(&world, &b).await;
-    let outcome = tokio::time::timeout(Duration::from_secs(30), hb.wait())
+    let outcome = tokio::time::timeout(world.publishing(), hb.wait())
         .await
         .expect("the member with another count stops");
     assert!(refused_for_bucket_count(&outcome), "{outcome:?}");
@@ -215,10 +229,9 @@ async fn a_member_with_another_bucket_count_never_marks(backend: Backend) {
         .await
         .unwrap();
     world.write(40, 5, 50).await;
-    let outcome =
-        tokio::time::timeout(harvester::LAYOUT_CHECK + Duration::from_secs(20), ha.wait())
-            .await
-            .expect("the running member stops once the layout changed");
+    let outcome = tokio::time::timeout(testkit::within(harvester::LAYOUT_CHECK), ha.wait())
+        .await
+        .expect("the running member stops once the layout changed");
     assert!(refused_for_bucket_count(&outcome), "{outcome:?}");
     assert_eq!(
         world.outbox_rows().await,

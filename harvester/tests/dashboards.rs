@@ -4,7 +4,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use common::reaper::Reaper;
 use common::World;
@@ -66,7 +65,7 @@ async fn a_running_reaper_exports_every_name_the_dashboards_use() {
     world.migrate().await;
     let config = world.reaper_config(|_| {});
     let reaper = Reaper::spawn("r", &config).await;
-    wait_for("the reaper leads", Duration::from_secs(30), || async {
+    wait_for("the reaper leads", world.first_lead(), || async {
         reaper.is_leader().await
     })
     .await

@@ -16,7 +16,7 @@ use zookeeper_client::Client;
 #[path = "common/electors.rs"]
 mod electors;
 
-use electors::{acquired, next_event};
+use electors::{acquired, next_event, PROMPT};
 
 const SESSION: Duration = Duration::from_secs(3);
 
@@ -49,27 +49,33 @@ async fn children(op: &Client, path: &str) -> Vec<String> {
     c
 }
 
+/// Waits for a leader among `electors`, failing on two at once or none within `within`.
 async fn wait_leader(electors: &[&ZooKeeper], within: Duration) -> usize {
-    let start = Instant::now();
-    loop {
-        let leading: Vec<usize> = (0..electors.len())
+    let leading = || -> Vec<usize> {
+        (0..electors.len())
             .filter(|&i| electors[i].is_leader())
-            .collect();
-        assert!(leading.len() <= 1, "two leaders at once: {leading:?}");
-        if let Some(&i) = leading.first() {
-            return i;
-        }
-        assert!(start.elapsed() < within, "no leader within {within:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+            .collect()
+    };
+    testkit::wait_for("a leader", within, || async {
+        let l = leading();
+        assert!(l.len() <= 1, "two leaders at once: {l:?}");
+        !l.is_empty()
+    })
+    .await
+    .unwrap();
+    leading()[0]
 }
+
+/// The client pings every third of its session: once that has passed, every watch event the
+/// server queued for a session before has been delivered.
+const PING: Duration = Duration::from_secs(SESSION.as_secs() / 3);
 
 #[tokio::test]
 async fn an_evicted_leader_is_fenced_and_ends_while_the_next_candidate_leads() {
     let path = election_path("zkevict");
     let a = ZooKeeper::start(&config(&path, "a")).await.unwrap();
     let mut a_events = a.take_events().unwrap();
-    let a_term = acquired(&mut a_events, Duration::from_secs(5)).await;
+    let a_term = acquired(&mut a_events, PROMPT).await;
     let b = ZooKeeper::start(&config(&path, "b")).await.unwrap();
     let mut b_events = b.take_events().unwrap();
     let op = operator().await;
@@ -85,14 +91,16 @@ async fn an_evicted_leader_is_fenced_and_ends_while_the_next_candidate_leads() {
         .unwrap()
         .clone();
     op.delete(&format!("{path}/{lowest}"), None).await.unwrap();
-    match next_event(&mut a_events, Duration::from_secs(5)).await {
+    // The leader's watch on its own znode fences it at once, and the next candidate's watch on
+    // its predecessor hands it the lead.
+    match next_event(&mut a_events, PROMPT).await {
         ElectionEvent::Fenced { term } => assert_eq!(term, a_term),
         other => panic!("expected fenced, got {other:?}"),
     }
     let fenced_after = evicted.elapsed();
-    let b_term = acquired(&mut b_events, Duration::from_secs(5)).await;
+    let b_term = acquired(&mut b_events, PROMPT).await;
     let b_after = evicted.elapsed();
-    let ended = tokio::time::timeout(Duration::from_secs(10), a.closed())
+    let ended = tokio::time::timeout(PROMPT, a.closed())
         .await
         .expect("the evicted elector ends");
     println!(
@@ -129,7 +137,7 @@ async fn deleting_the_election_ends_every_contender() {
         v
     };
     let refs: Vec<&ZooKeeper> = electors.iter().collect();
-    wait_leader(&refs, Duration::from_secs(5)).await;
+    wait_leader(&refs, PROMPT).await;
     let op = operator().await;
     let deleted = Instant::now();
     for child in children(&op, &path).await {
@@ -137,7 +145,8 @@ async fn deleting_the_election_ends_every_contender() {
     }
     op.delete(&path, None).await.unwrap();
     for e in &electors {
-        let ended = tokio::time::timeout(Duration::from_secs(10), e.closed())
+        // Each watches the election node (or a candidacy under it): they end at once.
+        let ended = tokio::time::timeout(PROMPT, e.closed())
             .await
             .expect("every contender ends");
         assert!(ended.is_err(), "{}: {ended:?}", e.describe());
@@ -154,18 +163,33 @@ async fn a_follower_resigning_leaves_the_leader_alone() {
     let path = election_path("zkfollow");
     let a = ZooKeeper::start(&config(&path, "a")).await.unwrap();
     let mut a_events = a.take_events().unwrap();
-    let a_term = acquired(&mut a_events, Duration::from_secs(5)).await;
+    let a_term = acquired(&mut a_events, PROMPT).await;
     let b = ZooKeeper::start(&config(&path, "b")).await.unwrap();
     let c = ZooKeeper::start(&config(&path, "c")).await.unwrap();
+    let op = operator().await;
+    testkit::wait_for("three candidacies", PROMPT, || async {
+        children(&op, &path).await.len() == 3
+    })
+    .await
+    .unwrap();
     b.close();
     b.closed().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(a.is_leader() && !c.is_leader());
-    assert_eq!(a.term(), Some(a_term));
+    // b's candidacy is gone on the server, and c (which watched it) has had a ping's time to
+    // hear so and look again: it found a ahead of it.
+    testkit::wait_for("b's candidacy removed", PROMPT, || async {
+        children(&op, &path).await.len() == 2
+    })
+    .await
+    .unwrap();
+    testkit::assert_holds_for(
+        "a leads, c waits",
+        PING,
+        Duration::from_millis(20),
+        || async { a.is_leader() && !c.is_leader() && a.term() == Some(a_term) },
+    )
+    .await;
     assert!(
-        tokio::time::timeout(Duration::from_millis(200), a_events.recv())
-            .await
-            .is_err(),
+        futures::FutureExt::now_or_never(a_events.recv()).is_none(),
         "the leader heard nothing of a follower leaving"
     );
     // The leader resigns: c (whose predecessor b is gone) leads at once.
@@ -173,7 +197,7 @@ async fn a_follower_resigning_leaves_the_leader_alone() {
     let resigned = Instant::now();
     a.close();
     a.closed().await.unwrap();
-    wait_leader(&[&a, &c], Duration::from_secs(2)).await;
+    wait_leader(&[&a, &c], PROMPT).await;
     println!(
         "after a follower left, the leader resigned and the last candidate led {:?} later",
         resigned.elapsed()

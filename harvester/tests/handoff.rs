@@ -52,13 +52,14 @@ async fn handoff(backend: Backend, signal: Signal) {
     world.migrate().await;
     let config = write_config(&world);
     let mut a = reaper("a", &config);
-    wait_for("a leads", Duration::from_secs(30), || async {
+    wait_for("a leads", world.first_lead(), || async {
         !a.lines_of("acquired").is_empty()
     })
     .await
     .unwrap();
-    let b = reaper("b", &config);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // b is up (connected, its elector started) before the stream.
+    let mut b = reaper("b", &config);
+    reaper::wait_serving(&mut b).await;
 
     // A steady stream: 40 keys, one round every 10 ms, 150 rounds.
     let writer = {
@@ -70,7 +71,18 @@ async fn handoff(backend: Backend, signal: Signal) {
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Mid-stream: once a has published some of it.
+    let published = |r: &Observed| {
+        r.lines_of("meter")
+            .last()
+            .map(|l| l.value["published"].as_u64().unwrap())
+            .unwrap_or(0)
+    };
+    wait_for("a publishes", world.first_lead(), || async {
+        published(&a) > 0
+    })
+    .await
+    .unwrap();
     let at = now_ms();
     let in_flight_before = a
         .lines_of("meter")
@@ -79,14 +91,12 @@ async fn handoff(backend: Backend, signal: Signal) {
         .map(|l| l.value["in_flight_records"].as_i64().unwrap())
         .max()
         .unwrap_or(0);
-    let published_before = a
-        .lines_of("meter")
-        .last()
-        .map(|l| l.value["published"].as_u64().unwrap())
-        .unwrap_or(0);
+    let published_before = published(&a);
     a.signal(signal).unwrap();
-    let exit = a.wait_exit(Duration::from_secs(15)).expect("a exits");
-    wait_for("b leads", Duration::from_secs(30), || async {
+    let exit = a
+        .wait_exit(testkit::within(reaper::stop_bound(&world.config())))
+        .expect("a exits");
+    wait_for("b leads", world.failover(), || async {
         !b.lines_of("acquired").is_empty()
     })
     .await
@@ -97,11 +107,7 @@ async fn handoff(backend: Backend, signal: Signal) {
         .saturating_sub(at);
     writer.await.unwrap();
     let report = world.verify(Duration::from_secs(120)).await;
-    wait_for("outbox drained", Duration::from_secs(60), || async {
-        world.outbox_rows().await == 0
-    })
-    .await
-    .unwrap();
+    world.drained().await;
     b.signal(Signal::Term).unwrap();
     println!(
         "{backend:?}, hand-off by {signal:?}: a exit {exit}, a had published {published_before}, in flight at hand-off <= {in_flight_before} \
@@ -114,9 +120,12 @@ async fn handoff(backend: Backend, signal: Signal) {
     if signal == Signal::Term {
         assert!(exit.success(), "graceful stop exits 0");
     }
+    // A duplicate is a record in flight at the hand-off whose row was not purged: at most what
+    // a leader may have in flight. (The meters sampled at the signal lag under load, so they
+    // are printed, not used as the bound.)
     assert!(
-        report.duplicates <= in_flight_before.max(0) as u64,
-        "duplicates {} exceed the records in flight at the hand-off ({in_flight_before})",
+        report.duplicates <= MAX_IN_FLIGHT as u64,
+        "duplicates {} exceed what a leader may have in flight ({MAX_IN_FLIGHT}; {in_flight_before} in the last meters)",
         report.duplicates
     );
 }

@@ -96,13 +96,15 @@ fn transactional(mut config: Config, id: &str) -> Config {
 
 /// How long a refused harvester may take to stop: the start's connection check, NELI's
 /// session (3 x the lease: joining and reading back the first heartbeat fit in it), a
-/// transactional registration (`txn_call_timeout`: the succession plus 5 s), and 10 s for
-/// librdkafka's connections and retries.
+/// transactional registration (`txn_call_timeout`: the succession plus 5 s), 5 s for
+/// librdkafka's connections and retries, and the load margin.
 fn bound(config: &Config) -> Duration {
-    config.limits.connect_timeout
-        + config.leader.lease() * 3
-        + config.leader.succession()
-        + Duration::from_secs(15)
+    testkit::within(
+        config.limits.connect_timeout
+            + config.leader.lease() * 3
+            + config.leader.succession()
+            + Duration::from_secs(10),
+    )
 }
 
 /// Which elector a harvester runs under.

@@ -138,7 +138,8 @@ impl Bed {
     async fn verify(&mut self) -> Report {
         let mut options =
             ConsumeOptions::new(&self.cluster.bootstrap_servers(), &[&self.topic], &self.run);
-        options.timeout = Duration::from_secs(20);
+        options.timeout = Duration::MAX;
+        options.stall = Some(Duration::from_secs(20));
         options.settle = Duration::from_millis(300);
         let verifier = std::mem::take(&mut self.verifier);
         consume(options, verifier, |_, _, _| {})
@@ -506,16 +507,20 @@ async fn a_revoke_waits_for_its_buckets_records_while_the_others_keep_flowing() 
     a.acquire(0..B);
     gate.reached().await;
     let leader_a = ha.harvester.leader_id();
+    let drain = harvester::config::DEFAULT_DRAIN_TIMEOUT;
     let revoke = {
         let a = a.clone();
-        tokio::spawn(async move { a.revoke([revoked], Duration::from_secs(10)).await })
+        tokio::spawn(async move { a.revoke([revoked], testkit::within(drain)).await })
     };
-    // The barrier holds while a still holds records of the revoked bucket.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !revoke.is_finished(),
-        "the revoke was acknowledged while records of its bucket were still in flight"
-    );
+    // The barrier holds while a still holds records of the revoked bucket: over half the drain
+    // bound (after which a correct member would give up on the drain), it is not acknowledged.
+    testkit::assert_holds_for(
+        "the revoke unacknowledged while records of its bucket are in flight",
+        drain / 2,
+        Duration::from_millis(20),
+        || async { !revoke.is_finished() },
+    )
+    .await;
     gate.open();
     assert!(revoke.await.unwrap(), "a acknowledged the revoke");
     assert_eq!(

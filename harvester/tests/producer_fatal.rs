@@ -51,7 +51,7 @@ async fn replaced_without_loss_or_reorder(backend: Backend) {
     world.write(20, 5, 20).await;
     wait_for(
         "the first records published",
-        Duration::from_secs(60),
+        world.publishing(),
         || async { handle.harvester.stats().published >= 50 },
     )
     .await
@@ -69,11 +69,7 @@ async fn replaced_without_loss_or_reorder(backend: Backend) {
     world.broker.clear_request_errors("Produce").unwrap();
     restarted.unwrap();
     let report = world.verify(Duration::from_secs(120)).await;
-    wait_for("outbox drained", Duration::from_secs(60), || async {
-        world.outbox_rows().await == 0
-    })
-    .await
-    .unwrap();
+    world.drained().await;
     let stats = handle.harvester.stats();
     handle.stop().await.unwrap();
     println!(

@@ -128,11 +128,7 @@ async fn bad_input_is_quarantined_with_a_reason(backend: Backend) {
     world.write_keys("after", 5, 3, 5).await;
     let handle = world.start(config).await;
     let report = world.verify(Duration::from_secs(60)).await;
-    wait_for("outbox empty", Duration::from_secs(60), || async {
-        world.outbox_rows().await == 0
-    })
-    .await
-    .unwrap();
+    world.drained().await;
     let stats = handle.harvester.stats();
     handle.stop().await.unwrap();
     let reasons = world.quarantined().await;
@@ -355,6 +351,26 @@ async fn goharvest_table_is_harvested_unchanged() {
     assert_eq!(triggers, 0, "no trigger added to a goharvest table");
 }
 
+/// The next `n` meter events on `events` (one each `interval`, bounded by that plus the load
+/// margin), other events skipped.
+async fn meters_after(
+    events: &mut tokio::sync::broadcast::Receiver<HarvestEvent>,
+    n: usize,
+    interval: Duration,
+) -> Vec<harvester::stats::StatsSnapshot> {
+    let mut meters = Vec::new();
+    while meters.len() < n {
+        let event = tokio::time::timeout(testkit::within(interval), events.recv())
+            .await
+            .expect("a meter in time")
+            .expect("the stream is open");
+        if let HarvestEvent::Meter(m) = event {
+            meters.push(m);
+        }
+    }
+    meters
+}
+
 /// With the mock elector: fencing stops publishing at once, revocation drains then acks.
 #[tokio::test]
 async fn mock_elector_fence_stops_and_revoke_drains() {
@@ -371,7 +387,9 @@ async fn mock_elector_fence_stops_and_revoke_drains() {
     let mut events = h.subscribe();
     let handle = Arc::clone(&h).spawn();
     world.write(3, 2, 6).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The harvester runs (two meters after the write) yet publishes nothing before it leads.
+    let meters = meters_after(&mut events, 2, world.config().limits.min_metrics_interval).await;
+    assert!(meters.iter().all(|m| m.published == 0), "{meters:?}");
     assert_eq!(
         world.outbox_rows().await,
         6,
@@ -379,11 +397,7 @@ async fn mock_elector_fence_stops_and_revoke_drains() {
     );
 
     let term = mock.acquire();
-    wait_for("drained as leader", Duration::from_secs(20), || async {
-        world.outbox_rows().await == 0
-    })
-    .await
-    .unwrap();
+    world.drained().await;
     let first = loop {
         match events.recv().await.unwrap() {
             HarvestEvent::Meter(_) => continue,
@@ -398,14 +412,17 @@ async fn mock_elector_fence_stops_and_revoke_drains() {
     );
 
     mock.fence();
-    wait_for("fence observed", Duration::from_secs(5), || async {
+    wait_for("fence observed", testkit::LOAD_MARGIN, || async {
         !h.is_leader()
     })
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
     world.write_keys("fenced", 3, 2, 6).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Two meters after the write: the harvester ran, and published none of it.
+    let interval = world.config().limits.min_metrics_interval;
+    let published = h.stats().published;
+    meters_after(&mut events, 2, interval).await;
+    assert_eq!(h.stats().published, published, "nothing published fenced");
     assert_eq!(
         world.outbox_rows().await,
         6,
@@ -413,13 +430,10 @@ async fn mock_elector_fence_stops_and_revoke_drains() {
     );
 
     mock.acquire();
-    wait_for("drained again", Duration::from_secs(20), || async {
-        world.outbox_rows().await == 0
-    })
-    .await
-    .unwrap();
+    world.drained().await;
+    let drain = world.config().limits.drain_bound();
     assert!(
-        mock.revoke(Duration::from_secs(5)).await,
+        mock.revoke(testkit::within(drain)).await,
         "revoke barrier acknowledged after drain"
     );
     mock.fail("injected elector failure");

@@ -104,14 +104,16 @@ async fn the_reapers_readiness_probe_reads_the_password_file() {
         &toml::to_string(&config).unwrap(),
     );
     let mut reaper = Reaper::spawn("secready", &file).await;
-    // librdkafka's first connection and login: well within the reaper's own connect bound.
-    testkit::wait_for("/readyz answers 200", Duration::from_secs(30), || async {
+    // librdkafka's first connection and login: within the reaper's own connect bound.
+    let connect = config.limits.connect_timeout;
+    testkit::wait_for("/readyz answers 200", testkit::within(connect), || async {
         reaper.get("/readyz").await.0 == 200
     })
     .await
     .unwrap();
     reaper.proc.signal(testkit::process::Signal::Term).unwrap();
-    assert!(reaper.proc.wait_exit(Duration::from_secs(20)).is_some());
+    let stop = testkit::within(common::reaper::stop_bound(&config));
+    assert!(reaper.proc.wait_exit(stop).is_some());
 }
 
 /// A broker that refuses the TLS handshake or the SASL login, and certificate files that cannot
@@ -198,7 +200,7 @@ async fn a_refused_handshake_or_login_fails_the_start_naming_the_setting() {
         let mut config = world.config();
         config.kafka = kafka;
         config.limits.connect_timeout = Duration::from_secs(5);
-        let bound = config.limits.connect_timeout + Duration::from_secs(2);
+        let bound = testkit::within(config.limits.connect_timeout);
         let started = std::time::Instant::now();
         let err = harvester::Harvester::connect(config)
             .await

@@ -35,7 +35,7 @@ pub use broker::Broker;
 pub use error::TestkitError;
 pub use pg::TestDb;
 pub use verify::{Report, Verifier};
-pub use wait::{wait_for, WaitTimedOut};
+pub use wait::{assert_holds_for, wait_for, wait_until, within, WaitTimedOut, LOAD_MARGIN};
 
 /// Directory holding service state (`HARVEST_STATE_DIR`, default `<workspace>/.state`).
 pub fn state_dir() -> PathBuf {

@@ -108,16 +108,22 @@ impl Observed {
         }
     }
 
-    /// Waits up to `timeout` for the process to exit.
+    /// Waits up to `timeout` for the process to exit (polling every 20 ms; asked once more at
+    /// the end).
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let start = Instant::now();
         while start.elapsed() < timeout {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Some(status) = self.try_exit() {
                 return Some(status);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        None
+        self.try_exit()
+    }
+
+    /// Its exit status, if it has exited.
+    pub fn try_exit(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 }
 

@@ -337,12 +337,16 @@ mod tests {
         let sem = Semaphore::new(a.window());
         a.resize(a.window(), 1000, &sem);
         std::thread::sleep(STEP);
+        let step_began = Instant::now();
         a.after_mark(100, 10, 10, 1000, &sem);
         assert_eq!(a.window(), 2000);
         assert_eq!(sem.available_permits(), 2000);
-        // Within the same step: no second growth.
+        // Within the same step: no second growth (checked when the two calls did fall within
+        // one step: a loaded machine may pause the test longer than that between them).
         a.after_mark(100, 10, 10, 2000, &sem);
-        assert_eq!(a.window(), 2000);
+        if step_began.elapsed() < STEP {
+            assert_eq!(a.window(), 2000);
+        }
         // Slow acknowledgements halve it at the next step.
         a.observe_publish(Duration::from_millis(400));
         std::thread::sleep(STEP);

@@ -27,6 +27,11 @@ use testkit::{envelope, names, Broker, TestDb, Verifier};
 pub use backend::Backend;
 use backend::Db;
 
+/// How long a test waits for the outbox to shrink before it calls the harvester stuck: well
+/// beyond any pause the test configurations allow (a succession, a drain timeout, the
+/// producers' delivery timeout), so only a harvester that stopped trips it.
+pub const DRAIN_STALL: Duration = Duration::from_secs(60);
+
 /// A config for `db`'s outbox and `broker`, with test-friendly timings.
 pub fn config(db: &Db, broker: &Broker, group: &str) -> Config {
     let mut limits = Limits {
@@ -138,6 +143,26 @@ impl World {
 
     pub fn config(&self) -> Config {
         config(&self.db, &self.broker, &self.group)
+    }
+
+    /// The bound for a harvester (or reaper) on this world's config to lead once started: the
+    /// group forms (NELI's coordinator may wait a session for members to join), then at most a
+    /// succession; plus the load margin.
+    pub fn first_lead(&self) -> Duration {
+        testkit::within(self.config().leader.succession() * 2)
+    }
+
+    /// The bound for a started harvester to publish what is there: its producers connect
+    /// (bounded by limits.connect_timeout), then it marks at once; plus the load margin.
+    pub fn publishing(&self) -> Duration {
+        testkit::within(self.config().limits.connect_timeout)
+    }
+
+    /// The bound for a successor to lead after a graceful stop or a crash: the succession, then
+    /// NELI's coordinator waits (session - 1 s) for the survivors to rejoin, at most another
+    /// succession; plus the load margin.
+    pub fn failover(&self) -> Duration {
+        testkit::within(self.config().leader.succession() * 2)
     }
 
     pub fn backend(&self) -> Backend {
@@ -290,14 +315,17 @@ impl World {
         totals
     }
 
-    /// Consumes the topic until everything expected arrived (or `timeout`) and reports.
-    pub async fn verify(&self, timeout: Duration) -> testkit::Report {
+    /// Consumes the topic until everything expected arrived, or until `stall` passes without a
+    /// further expected record (a slow machine delivers slowly, a stuck harvester not at all),
+    /// and reports.
+    pub async fn verify(&self, stall: Duration) -> testkit::Report {
         let mut options = testkit::verify::ConsumeOptions::new(
             self.broker.bootstrap(),
             &[&self.topic],
             &self.run,
         );
-        options.timeout = timeout;
+        options.timeout = Duration::MAX;
+        options.stall = Some(stall);
         options.settle = Duration::from_millis(500);
         let verifier = std::mem::take(&mut *self.verifier.lock());
         let verifier = testkit::verify::consume(options, verifier, |_, _, _| {})
@@ -307,11 +335,12 @@ impl World {
     }
 
     /// Verifies what the topic holds as a consumer reading through `client` would (another
-    /// listener, another principal), keeping the expectations for a later [`World::verify`].
+    /// listener, another principal), keeping the expectations for a later [`World::verify`];
+    /// `stall` as there.
     pub async fn verify_through(
         &self,
         client: &testkit::verify::ClientSettings,
-        timeout: Duration,
+        stall: Duration,
     ) -> Result<testkit::Report, testkit::TestkitError> {
         let mut options = testkit::verify::ConsumeOptions::new(
             self.broker.bootstrap(),
@@ -319,7 +348,8 @@ impl World {
             &self.run,
         )
         .through(client);
-        options.timeout = timeout;
+        options.timeout = Duration::MAX;
+        options.stall = Some(stall);
         let verifier = self.verifier.lock().clone();
         let verifier = testkit::verify::consume(options, verifier, |_, _, _| {}).await?;
         Ok(verifier.report())
@@ -332,11 +362,17 @@ impl World {
     /// Waits until the outbox is empty for as long as it keeps shrinking: fails only when no
     /// row has left it for `stall` (a slow machine drains slowly, a stuck harvester not at all).
     pub async fn drained_while_progressing(&self, stall: Duration) {
+        self.shrinks_to(0, stall).await
+    }
+
+    /// Waits until the outbox holds `target` rows, for as long as it keeps shrinking: fails
+    /// only when no row has left it for `stall`.
+    pub async fn shrinks_to(&self, target: i64, stall: Duration) {
         let mut least = i64::MAX;
         let mut progressed = std::time::Instant::now();
         loop {
             let rows = self.outbox_rows().await;
-            if rows == 0 {
+            if rows <= target {
                 return;
             }
             if rows < least {
@@ -351,13 +387,10 @@ impl World {
         }
     }
 
-    /// Waits (up to 120 s) until the outbox is empty.
+    /// Waits until the outbox is empty, failing only when no row has left it for
+    /// [`DRAIN_STALL`].
     pub async fn drained(&self) {
-        testkit::wait_for("outbox drained", Duration::from_secs(120), || async {
-            self.outbox_rows().await == 0
-        })
-        .await
-        .unwrap();
+        self.drained_while_progressing(DRAIN_STALL).await
     }
 
     /// Starts a harvester with `config` on what is already written, verifies the topic, waits
@@ -365,11 +398,7 @@ impl World {
     pub async fn harvest_all(&self, config: Config) -> (testkit::Report, StatsSnapshot) {
         let handle = self.start(config).await;
         let report = self.verify(Duration::from_secs(60)).await;
-        testkit::wait_for("outbox empty", Duration::from_secs(60), || async {
-            self.outbox_rows().await == 0
-        })
-        .await
-        .unwrap();
+        self.drained().await;
         let stats = handle.harvester.stats();
         handle.stop().await.unwrap();
         (report, stats)

@@ -5,10 +5,9 @@ use std::net::SocketAddr;
 
 use harvester::config::Limits;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use testkit::process::Observed;
-use testkit::wait_for;
 
 use super::World;
 
@@ -49,6 +48,38 @@ impl World {
     }
 }
 
+/// The reaper's own bound for a graceful stop (`bin/reaper.rs`): the drain, the revocation, and
+/// 10 s; beyond it the reaper exits 3.
+pub fn stop_bound(config: &harvester::Config) -> Duration {
+    config.drain_timeout() + config.leader.revoke_timeout() + Duration::from_secs(10)
+}
+
+/// The bound for a reaper's start-up: two connects at the default connect timeout (10 s), its
+/// elector's start, and the load margin.
+pub const START_UP: Duration = testkit::within(Duration::from_secs(25));
+
+/// Waits until `proc` (a reaper run with `--events-json`) serves http: its start-up, connecting
+/// to the database and the brokers (each bounded by limits.connect_timeout, 10 s by default)
+/// and starting its elector. A reaper that exits instead fails the wait at once, with its
+/// status.
+pub async fn wait_serving(proc: &mut Observed) {
+    let started = Instant::now();
+    while proc.lines_of("http").is_empty() {
+        if let Some(status) = proc.try_exit() {
+            panic!(
+                "reaper {} exited ({status}) before serving http (its stderr is above)",
+                proc.name
+            );
+        }
+        assert!(
+            started.elapsed() < START_UP,
+            "reaper {}: not serving http after {START_UP:?}",
+            proc.name
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A reaper process with its HTTP address.
 pub struct Reaper {
     pub proc: Observed,
@@ -65,14 +96,8 @@ impl Reaper {
     pub async fn spawn_with(name: &str, config: &TempFile, extra: &[String]) -> Reaper {
         let mut args = vec!["--config", config.path(), "--events-json"];
         args.extend(extra.iter().map(String::as_str));
-        let proc = spawn_raw(name, &args);
-        wait_for(
-            "the reaper's http endpoint",
-            Duration::from_secs(30),
-            || async { !proc.lines_of("http").is_empty() },
-        )
-        .await
-        .unwrap();
+        let mut proc = spawn_raw(name, &args);
+        wait_serving(&mut proc).await;
         let http = proc.lines_of("http")[0].value["addr"]
             .as_str()
             .unwrap()

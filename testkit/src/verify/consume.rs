@@ -49,6 +49,10 @@ pub struct ConsumeOptions {
     pub run: String,
     /// Give up (and report what is missing) after this long.
     pub timeout: Duration,
+    /// Give up sooner, once this long passes without a further expected record: a bound on a
+    /// stall rather than on throughput (a loaded machine delivers slowly, a stuck harvester not
+    /// at all). Default: none.
+    pub stall: Option<Duration>,
     /// After every expected record arrived, keep reading this long to catch late duplicates.
     pub settle: Duration,
 }
@@ -61,6 +65,7 @@ impl ConsumeOptions {
             topics: topics.iter().map(|t| (*t).to_owned()).collect(),
             run: run.to_owned(),
             timeout: Duration::from_secs(60),
+            stall: None,
             settle: Duration::from_millis(500),
         }
     }
@@ -133,8 +138,15 @@ where
 
     let start = Instant::now();
     let mut complete_at: Option<Instant> = None;
+    let mut progress = (verifier.delivered_expected(), Instant::now());
     loop {
         if start.elapsed() >= options.timeout {
+            break;
+        }
+        if options
+            .stall
+            .is_some_and(|stall| progress.1.elapsed() >= stall)
+        {
             break;
         }
         if let Some(at) = complete_at {
@@ -176,6 +188,9 @@ where
                 on_record(message.topic(), key, seq);
             }
             _ => verifier.observe_foreign(),
+        }
+        if verifier.delivered_expected() > progress.0 {
+            progress = (verifier.delivered_expected(), Instant::now());
         }
         if complete_at.is_none() && verifier.complete() {
             complete_at = Some(Instant::now());

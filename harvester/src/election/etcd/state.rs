@@ -221,11 +221,14 @@ mod tests {
         let (s, mut rx) = shared();
         let term = Term::new();
         assert!(!s.lead(term), "no lease, no leadership");
-        s.begin_lease(7, Instant::now() + Duration::from_millis(50));
+        // A far deadline for the checks while leading (a loaded machine may pause the test
+        // for any time), then a near one, left to pass with nobody running.
+        s.begin_lease(7, Instant::now() + Duration::from_secs(3600));
         assert!(s.lead(term));
         assert!(matches!(next(&mut rx), Some(ElectionEvent::Acquired { term: t }) if t == term));
         assert!(s.is_leader());
         assert_eq!(s.term(), Some(term));
+        s.begin_lease(7, Instant::now() + Duration::from_millis(50));
         std::thread::sleep(Duration::from_millis(60));
         assert!(!s.is_leader(), "lapsed without anyone running");
         assert_eq!(s.term(), None);
@@ -270,11 +273,12 @@ mod tests {
     #[test]
     fn a_lapsed_term_is_fenced_not_handed_off() {
         let (s, mut rx) = shared();
-        s.begin_lease(1, Instant::now() + Duration::from_millis(20));
+        s.begin_lease(1, Instant::now() + Duration::from_secs(3600));
         let term = Term::new();
         assert!(s.lead(term));
         let _ = next(&mut rx);
-        std::thread::sleep(Duration::from_millis(30));
+        // The deadline passes with nobody running.
+        s.begin_lease(1, Instant::now());
         s.close();
         assert_eq!(s.hand_off(), None);
         assert!(matches!(next(&mut rx), Some(ElectionEvent::Fenced { term: t }) if t == term));
