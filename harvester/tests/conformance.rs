@@ -296,24 +296,39 @@ fn all_started(procs: &[&Observed]) -> Option<u64> {
         .max()
 }
 
-/// Waits until every one of `procs` runs its elector and a leader has acted since the last of
-/// them started (so every contender was in the election when it did), up to `bound`; that
-/// leader.
-async fn settled(procs: &[&Observed], bound: Duration) -> String {
+/// The first status line of `procs` saying "leader" stamped after `after`: (member, t).
+fn first_leading_status_after(procs: &[&Observed], after: u64) -> Option<(String, u64)> {
+    procs
+        .iter()
+        .flat_map(|p| p.lines_of("status"))
+        .filter(|l| l.value["leader"].as_bool() == Some(true))
+        .filter_map(|l| {
+            let t = l.value["t"].as_u64()?;
+            (t > after).then(|| (l.value["member"].as_str().unwrap_or_default().to_owned(), t))
+        })
+        .min_by_key(|(_, t)| *t)
+}
+
+/// Waits until every one of `procs` runs its elector and a leader has said so in a status line
+/// since the last of them started (so every contender was in the election), up to `bound`:
+/// that leader, and the status's stamp (from which on the statuses show it leading).
+async fn settled_at(procs: &[&Observed], bound: Duration) -> (String, u64) {
     let leader = parking_lot::Mutex::new(None);
-    wait_for("every contender up and a leader acting", bound, || async {
+    wait_for("every contender up and a leader", bound, || async {
         let Some(up) = all_started(procs) else {
             return false;
         };
-        *leader.lock() = actions(procs)
-            .into_iter()
-            .find(|a| a.t > up)
-            .map(|a| a.member);
+        *leader.lock() = first_leading_status_after(procs, up);
         leader.lock().is_some()
     })
     .await
     .unwrap();
     leader.into_inner().unwrap()
+}
+
+/// [`settled_at`]'s leader.
+async fn settled(procs: &[&Observed], bound: Duration) -> String {
+    settled_at(procs, bound).await.0
 }
 
 /// Waits until each of `procs` has printed a status line stamped `t` or later: each ran up to
@@ -402,12 +417,11 @@ async fn exactly_one_leader_in(election: &Election, kind: Kind, n: usize) {
     let refs: Vec<&Observed> = procs.iter().collect();
     let started = Instant::now();
     // A first election takes no longer than a failover.
-    settled(&refs, kind.failover()).await;
+    let (_, from) = settled_at(&refs, kind.failover()).await;
     let first = started.elapsed();
-    // Observe from here over more than a TTL (every lease, key and session renewed meanwhile),
-    // until every member has reported past the window's end.
+    // Observe from the leader's first status over more than a TTL (every lease, key and
+    // session renewed meanwhile), until every member has reported past the window's end.
     let window = TTL + TTL / 3;
-    let from = now_ms();
     let to = from + window.as_millis() as u64;
     statuses_reach(&refs, to, testkit::within(window)).await;
     let samples = leaders_per_sample(&refs, from, to);
