@@ -145,11 +145,12 @@ impl World {
         config(&self.db, &self.broker, &self.group)
     }
 
-    /// The bound for a harvester (or reaper) on this world's config to lead once started: the
-    /// group forms (NELI's coordinator may wait a session for members to join), then at most a
-    /// succession; plus the load margin.
+    /// The bound for a harvester (or reaper) on this world's config to lead once started: its
+    /// connection check (limits.connect_timeout), the group forming (NELI's coordinator may
+    /// wait a session for members to join), then at most a succession; plus the load margin.
     pub fn first_lead(&self) -> Duration {
-        testkit::within(self.config().leader.succession() * 2)
+        let c = self.config();
+        testkit::within(c.limits.connect_timeout + c.leader.succession() * 2)
     }
 
     /// The bound for a started harvester to publish what is there: its producers connect
