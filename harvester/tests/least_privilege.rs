@@ -172,15 +172,25 @@ async fn refused_under(world: &World, config: Config, elector: Elector, missing:
         text.contains("kafka refused: the principal may not "),
         "{text}"
     );
-    assert!(
-        text.contains(&format!("may not {op}")) && text.contains(&format!(" {kind} \"")),
-        "the operation and the resource in: {text}"
-    );
-    assert!(
-        text.contains(&format!("grant it with an ACL: --operation {op} "))
-            && text.contains(&missing.resource_args().join(" ")),
-        "the ACL in: {text}"
-    );
+    // Without Write on its topic an idempotent producer is refused its producer id too
+    // (InitProducerId: Write on some topic or IdempotentWrite on the cluster), and which of the
+    // two refusals ends the harvester first is a race the machine's load decides (seen under
+    // load); that one names the same fix, Write on the topics it publishes to.
+    let producer_id_refused = text.contains("may not use an idempotent producer (InitProducerId)")
+        && text.contains("grant it Write on the topics it publishes to");
+    if op == "Write" && kind == "topic" && producer_id_refused {
+        println!("without {missing}: refused its producer id first (the same fix)");
+    } else {
+        assert!(
+            text.contains(&format!("may not {op}")) && text.contains(&format!(" {kind} \"")),
+            "the operation and the resource in: {text}"
+        );
+        assert!(
+            text.contains(&format!("grant it with an ACL: --operation {op} "))
+                && text.contains(&missing.resource_args().join(" ")),
+            "the ACL in: {text}"
+        );
+    }
     assert_eq!(
         world.outbox_rows().await,
         rows,
