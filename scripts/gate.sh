@@ -46,9 +46,9 @@ build() { # build DIR -> path of a copy of its hotpaths
   echo "$copy"
 }
 
-ir() { # ir BIN WORKLOAD N
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" "$2" "$3" 2>&1 >/dev/null \
-    | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+ir() { # ir BIN WORKLOAD N -> instructions; nothing when the run fails (see `measure`)
+  { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" "$2" "$3" 2>&1 >/dev/null \
+      || true; } | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 
 # The workloads are the candidate's (`hotpaths --list`); an older build that lacks one (an A/B
