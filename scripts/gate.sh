@@ -2,7 +2,8 @@
 # Regression gate for the CPU-bound hot paths, by instruction count (callgrind): deterministic
 # for the same binary and inputs however busy the machine is, so it cannot flake on noise.
 #
-#   scripts/gate.sh               compare this tree with hotpaths/gate/baseline.txt; fail above +3%
+#   scripts/gate.sh               compare this tree with hotpaths/gate/baseline.txt; fail above +3%,
+#                                 and on a workload with no baseline figure or no figure of its own
 #   scripts/gate.sh --update      measure this tree and rewrite the baseline (commit the file)
 #   scripts/gate.sh --against REV build REV in a worktree and compare A/B within this job
 #   scripts/gate.sh --selftest    show the gate works: the same build passes twice, and
@@ -45,9 +46,9 @@ build() { # build DIR -> path of a copy of its hotpaths
   echo "$copy"
 }
 
-ir() { # ir BIN WORKLOAD N
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" "$2" "$3" 2>&1 >/dev/null \
-    | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+ir() { # ir BIN WORKLOAD N -> instructions; nothing when the run fails (see `measure`)
+  { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$1" "$2" "$3" 2>&1 >/dev/null \
+      || true; } | sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
 
 # The workloads are the candidate's (`hotpaths --list`); an older build that lacks one (an A/B
@@ -65,9 +66,16 @@ measure() { # measure BIN WORKLOADS... -> "workload instructions" lines
   done
 }
 
-compare() { # compare BASE_FILE CANDIDATE_FILE -> exit 1 on a regression
-  awk -v t="$THRESHOLD" '
+# compare [--strict] BASE_FILE CANDIDATE_FILE -> exit 1 on a regression, or on a base figure the
+# candidate lacks (its workload failed, or was dropped). With --strict (against the committed
+# baseline) a candidate workload without a base figure fails too: it would pass ungated. Without
+# it (an A/B against an older revision) that workload is new, and only shown.
+compare() {
+  local strict=0
+  if [ "$1" = --strict ]; then strict=1; shift; fi
+  awk -v t="$THRESHOLD" -v strict="$strict" '
     NR == FNR { base[$1] = $2; next }
+    { seen[$1] = 1 }
     ($1 in base) {
       d = ($2 - base[$1]) * 100.0 / base[$1]
       verdict = d > t ? "REGRESSION" : "ok"
@@ -75,14 +83,25 @@ compare() { # compare BASE_FILE CANDIDATE_FILE -> exit 1 on a regression
       printf "  %-12s baseline %12d  candidate %12d  %+7.2f%%  %s\n", $1, base[$1], $2, d, verdict
       next
     }
+    strict {
+      printf "  %-12s baseline %12s  candidate %12d           NO BASELINE FIGURE (ungated)\n", $1, "-", $2
+      bad = 1; unbased = 1; next
+    }
     { printf "  %-12s baseline %12s  candidate %12d           new (no baseline figure)\n", $1, "-", $2 }
-    END { exit bad }' "$1" "$2"
+    END {
+      for (w in base) if (!(w in seen)) {
+        printf "  %-12s baseline %12d  candidate %12s           MISSING (the workload failed or is gone)\n", w, base[w], "-"
+        bad = 1
+      }
+      if (unbased) print "gate: a workload has no baseline figure; measure it with scripts/gate.sh --update and commit the baseline on its own, with the A/B (--against) that justifies it"
+      exit bad
+    }' "$1" "$2"
 }
 
-against_baseline() { # against_baseline MEASURED -> exit 1 on a regression
+against_baseline() { # against_baseline MEASURED -> exit 1 on a regression or an ungated workload
   [ -f "$BASELINE" ] || { echo "gate: no $BASELINE; run scripts/gate.sh --update" >&2; exit 2; }
   echo "gate: this tree vs $BASELINE (threshold +$THRESHOLD%)"
-  compare <(grep -v '^#' "$BASELINE") "$1"
+  compare --strict <(grep -v '^#' "$BASELINE") "$1"
 }
 
 # The workloads hotpaths/gate/slowdown.patch slows (it hashes every routed key twice); the
@@ -118,8 +137,16 @@ trap 'rm -rf "$tmp"' EXIT
 case "${1:-}" in
   --update)
     bin=$(build "$ROOT")
+    list=$(workloads "$bin")
+    # shellcheck disable=SC2086
+    measure "$bin" $list > "$tmp/a"
+    # shellcheck disable=SC2086
+    if [ "$(wc -l < "$tmp/a")" -ne "$(set -- $list; echo $#)" ]; then
+      echo "gate: a workload gave no figure (it failed); the baseline is left as it was" >&2
+      exit 1
+    fi
     { echo "# hot-path instructions per $N iterations (scripts/gate.sh --update; $(rustc --version))"
-      measure "$bin" $(workloads "$bin"); } > "$BASELINE"
+      cat "$tmp/a"; } > "$BASELINE"
     cat "$BASELINE" ;;
   --against)
     rev=${2:?--against needs a revision}

@@ -113,8 +113,9 @@
 //!   `etcd`: one elector each (`electors`: all three). `cli`: all of these, plus the `reaper`
 //!   and `elector` binaries. None is on by default: an embedder compiles no argument parser,
 //!   subscriber, file format or coordination client it does not use.
-//! - `internals`: makes the pipeline's pure per-record structures public for the
-//!   micro-benchmarks; not for embedders.
+//! - `internals`: makes the pipeline's pure per-record structures (and the snapshot reader's
+//!   position) public for the micro-benchmarks and the instruction-count gate; not for
+//!   embedders.
 mod base64;
 mod error;
 mod hash;

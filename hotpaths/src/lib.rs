@@ -4,9 +4,17 @@
 //!
 //! Each workload calls the real library code: key routing, metrics histogram recording, record
 //! to Kafka header conversion, a shard's per-key queues over many keys and over a few hot ones,
-//! purge batch building, the verifier's bookkeeping and the test envelope parser.
+//! purge batch building, the verifier's bookkeeping, the test envelope parser, the adaptive
+//! window's control loop, the finished rows' memory, a transactional shard's bookkeeping (with
+//! every transaction committing, and with one in 50 aborting), the snapshot reader's pages and
+//! a fetched row's decoding.
 
+pub mod adaptive;
+pub mod decode;
+pub mod gone;
 pub mod pipeline;
+pub mod snapshot;
+pub mod transactional;
 
 use std::hint::black_box;
 
@@ -24,6 +32,12 @@ pub const WORKLOADS: &[&str] = &[
     "purge_batch",
     "verifier",
     "envelope",
+    "adapt",
+    "gone",
+    "txn_shard",
+    "txn_abort",
+    "snapshot",
+    "decode",
 ];
 
 /// Records a shard may hold in the `keys` workloads (goharvest's `MaxInFlightRecords`).
@@ -123,6 +137,12 @@ pub fn run(name: &str, n: usize) -> Option<u64> {
         "purge_batch" => pipeline::purge_batches(n, 1000),
         "verifier" => verifier(n),
         "envelope" => envelope(n),
+        "adapt" => adaptive::adaptive_window(n),
+        "gone" => gone::gone(n),
+        "txn_shard" => transactional::txn_shard(n, 250, 0),
+        "txn_abort" => transactional::txn_shard(n, 250, transactional::ABORT_EVERY),
+        "snapshot" => snapshot::snapshot_reads(n),
+        "decode" => decode::decode_rows(n),
         _ => return None,
     })
 }

@@ -32,10 +32,14 @@ impl Shared {
     }
 }
 
+/// A fixed hash seed for the library's hashed structures, so that callgrind counts repeat
+/// exactly (the harvester seeds randomly; SipHash costs the same either way).
+pub type Fixed = BuildHasherDefault<DefaultHasher>;
+
 /// Records the marker hands over per batch.
 const BATCH: usize = 100;
 
-fn record(id: i64, key: &[u8]) -> OutboxRecord {
+pub(crate) fn record(id: i64, key: &[u8]) -> OutboxRecord {
     OutboxRecord {
         id,
         topic: "orders".into(),
@@ -55,9 +59,7 @@ pub fn shard_cycle(n: usize, keys: usize, window: usize, shared: &Shared) -> u64
         .map(|k| format!("customer-{k:08}").into_bytes())
         .collect();
     let stats = &shared.stats;
-    // A fixed hash seed, so that callgrind counts repeat exactly (the harvester seeds randomly;
-    // SipHash costs the same either way).
-    let mut q = KeyQueues::<BuildHasherDefault<DefaultHasher>>::default();
+    let mut q = KeyQueues::<Fixed>::default();
     let mut in_flight: Vec<i64> = Vec::new();
     let mut next_id = 0usize;
     let mut finished = 0u64;

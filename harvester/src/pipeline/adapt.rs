@@ -66,7 +66,7 @@ struct Period {
 
 /// The term's current window and mark batch, and the signals that move them.
 #[derive(Debug)]
-pub(crate) struct Adapt {
+pub struct Adapt {
     window_auto: bool,
     /// The user's mark batch; None: a quarter of the window.
     fixed_batch: Option<usize>,
@@ -141,11 +141,12 @@ impl Adapt {
         taken
     }
 
-    /// After a mark: `wanted` rows were wanted, the window allowed `asked`, the table gave
-    /// `got`, and `held` records are held now. Moves the window (and with it an automatic
-    /// batch) once per [`STEP`].
+    /// After a mark that ended at `now`: `wanted` rows were wanted, the window allowed `asked`,
+    /// the table gave `got`, and `held` records are held now. Moves the window (and with it an
+    /// automatic batch) once per [`STEP`] of `now`.
     pub fn after_mark(
         &self,
+        now: Instant,
         wanted: usize,
         asked: usize,
         got: usize,
@@ -158,7 +159,7 @@ impl Adapt {
         let mut period = self.period.lock();
         period.limited |= asked < wanted && got >= asked;
         period.peak = period.peak.max(held);
-        if period.started.elapsed() < STEP {
+        if now.saturating_duration_since(period.started) < STEP {
             return;
         }
         let n = self.publish_n.swap(0, Ordering::Relaxed);
@@ -167,7 +168,7 @@ impl Adapt {
         let window = self.window();
         let next = next_window(window, mean, period.limited, period.peak);
         *period = Period {
-            started: Instant::now(),
+            started: now,
             limited: false,
             peak: held,
         };
@@ -302,12 +303,12 @@ mod tests {
     fn fixed_values_never_move() {
         let a = adapt(Adaptive::Fixed(300), Adaptive::Fixed(30));
         let sem = Semaphore::new(a.window());
+        let start = Instant::now();
         for _ in 0..5 {
-            a.after_mark(30, 30, 30, 300, &sem);
-            a.after_mark(30, 2, 2, 300, &sem);
+            a.after_mark(start, 30, 30, 30, 300, &sem);
+            a.after_mark(start, 30, 2, 2, 300, &sem);
         }
-        std::thread::sleep(STEP);
-        a.after_mark(30, 2, 2, 300, &sem);
+        a.after_mark(start + STEP, 30, 2, 2, 300, &sem);
         assert_eq!((a.window(), a.batch()), (300, 30));
         assert_eq!(sem.available_permits(), 300);
     }
@@ -335,22 +336,24 @@ mod tests {
     fn the_window_steps_at_most_once_per_step() {
         let a = adapt(Adaptive::Auto, Adaptive::Fixed(100));
         let sem = Semaphore::new(a.window());
+        let start = Instant::now();
         a.resize(a.window(), 1000, &sem);
-        std::thread::sleep(STEP);
-        let step_began = Instant::now();
-        a.after_mark(100, 10, 10, 1000, &sem);
+        a.after_mark(start + STEP, 100, 10, 10, 1000, &sem);
         assert_eq!(a.window(), 2000);
         assert_eq!(sem.available_permits(), 2000);
-        // Within the same step: no second growth (checked when the two calls did fall within
-        // one step: a loaded machine may pause the test longer than that between them).
-        a.after_mark(100, 10, 10, 2000, &sem);
-        if step_began.elapsed() < STEP {
-            assert_eq!(a.window(), 2000);
-        }
+        // Within the same step: no second growth.
+        a.after_mark(
+            start + STEP * 2 - Duration::from_millis(1),
+            100,
+            10,
+            10,
+            2000,
+            &sem,
+        );
+        assert_eq!(a.window(), 2000);
         // Slow acknowledgements halve it at the next step.
         a.observe_publish(Duration::from_millis(400));
-        std::thread::sleep(STEP);
-        a.after_mark(100, 10, 10, 2000, &sem);
+        a.after_mark(start + STEP * 2, 100, 10, 10, 2000, &sem);
         assert_eq!(a.window(), AUTO_WINDOW_MIN);
     }
 }

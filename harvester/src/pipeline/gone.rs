@@ -20,22 +20,26 @@
 //! that never re-marked.
 
 use std::collections::{HashSet, VecDeque};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// Mark statements begun in a term, counted by the marker just before each begins; the
 /// count is that mark's number.
-pub(crate) type MarksBegun = Arc<AtomicU64>;
+pub type MarksBegun = Arc<AtomicU64>;
 
 /// Finished rows a mark on its way may still bring back (see the module docs).
+///
+/// `S` hashes row ids: the default is randomly seeded; the instruction-count gate uses a fixed
+/// seed so that its counts repeat exactly.
 #[derive(Debug, Default)]
-pub(crate) struct Gone {
+pub struct Gone<S = RandomState> {
     /// (marks begun when the finish was seen, row id), in the order seen: stamps never fall.
     stamped: VecDeque<(u64, i64)>,
-    ids: HashSet<i64>,
+    ids: HashSet<i64, S>,
 }
 
-impl Gone {
+impl<S: BuildHasher> Gone<S> {
     /// Row `id` finished when `begun` marks had begun.
     pub fn finished(&mut self, id: i64, begun: u64) {
         if self.ids.insert(id) {
@@ -67,7 +71,7 @@ mod tests {
 
     #[test]
     fn a_finish_is_remembered_until_a_later_marks_batch_arrives() {
-        let mut gone = Gone::default();
+        let mut gone: Gone = Gone::default();
         // Marks 1 and 2 began; rows 7 and 8 finish; mark 3 begins; row 9 finishes.
         gone.finished(7, 2);
         gone.finished(8, 2);
@@ -88,7 +92,7 @@ mod tests {
 
     #[test]
     fn a_row_is_remembered_once() {
-        let mut gone = Gone::default();
+        let mut gone: Gone = Gone::default();
         gone.finished(1, 5);
         gone.finished(1, 6);
         gone.batch_of(6);

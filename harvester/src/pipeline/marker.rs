@@ -87,7 +87,8 @@ pub(crate) async fn run(
         };
         Stats::add(&ctx.stats.mark_queries, 1);
         Stats::add(&ctx.stats.marked, rows.len() as u64);
-        ctx.stats.mark_seconds.0.observe_duration(started.elapsed());
+        let ended = std::time::Instant::now();
+        ctx.stats.mark_seconds.0.observe_duration(ended - started);
         if !rows.is_empty() {
             ctx.stats.mark_batch.0.observe(rows.len() as f64);
         }
@@ -96,7 +97,7 @@ pub(crate) async fn run(
             .window()
             .saturating_sub(ctx.permits.available_permits());
         ctx.adapt
-            .after_mark(want, n, rows.len(), held, &ctx.permits);
+            .after_mark(ended, want, n, rows.len(), held, &ctx.permits);
         let records = rows.iter().filter_map(|d| d.as_ref().ok());
         let prepared = ctx.bounded(
             "compute the buckets of marked keys",

@@ -71,17 +71,18 @@
 //! buckets), both held in the [`TermContext`]; every store keeps the
 //! contract written on that trait, and this module assumes nothing beyond it.
 
-// The per-key queues, purge batches and key routing are pure, CPU-bound structures on the
-// per-record path. The `internals` feature makes them public for the micro-benchmarks and the
-// instruction-count gate (the `hotpaths` crate); without it they are private, and embedders never
-// see them.
+// The per-key queues, purge batches, key routing, the adaptive window, the transactional state
+// and the finished rows' memory are pure, CPU-bound structures on the per-record path. The
+// `internals` feature makes them public for the micro-benchmarks and the instruction-count gate
+// (the `hotpaths` crate); without it they are private, and embedders never see them.
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
-mod adapt;
+pub mod adapt;
 pub mod batch;
 pub(crate) mod classify;
 mod diagnose;
 mod failure_log;
-mod gone;
+#[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
+pub mod gone;
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
 pub mod keys;
 mod marker;
@@ -94,7 +95,8 @@ mod settle;
 mod shard;
 mod stall;
 mod term;
-mod txn;
+#[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
+pub mod txn;
 mod units;
 
 use std::collections::{HashMap, HashSet};

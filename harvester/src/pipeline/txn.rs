@@ -23,11 +23,12 @@
 //! joins). A row leaves isolation when its transaction commits.
 
 use std::collections::HashSet;
+use std::hash::{BuildHasher, RandomState};
 use std::time::{Duration, Instant};
 
 /// What the shards need of `publish.mode = "transactional"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Transactions {
+pub struct Transactions {
     pub max_records: usize,
     pub linger: Duration,
     /// Bound of one commit or abort call (the coordinator's round trip, plus, for a commit,
@@ -37,7 +38,7 @@ pub(crate) struct Transactions {
 
 /// The open transaction.
 #[derive(Debug)]
-pub(crate) struct Open {
+pub struct Open {
     pub began: Instant,
     /// Rows sent in it, in send order.
     pub ids: Vec<i64>,
@@ -45,7 +46,7 @@ pub(crate) struct Open {
 
 /// What the shard knows, beyond the transaction itself, when it asks whether to commit.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Occasion {
+pub struct Occasion {
     /// The shard is draining: nothing more will join the transaction.
     pub draining: bool,
     /// The pipeline is nearly out of permits: the transaction's rows wait for commits to free
@@ -59,23 +60,26 @@ pub(crate) struct Occasion {
 }
 
 /// One shard's transactions.
+///
+/// `S` hashes row ids: the default is randomly seeded; the instruction-count gate uses a fixed
+/// seed so that its counts repeat exactly.
 #[derive(Debug)]
-pub(crate) struct TxnState {
+pub struct TxnState<S = RandomState> {
     pub settings: Transactions,
     /// Number of the open (or last) transaction; bumped on begin and on abort.
     seq: u64,
     open: Option<Open>,
     /// Rows of aborted transactions, sent one per transaction until committed.
-    isolated: HashSet<i64>,
+    isolated: HashSet<i64, S>,
 }
 
-impl TxnState {
+impl<S: BuildHasher + Default> TxnState<S> {
     pub fn new(settings: Transactions) -> Self {
         TxnState {
             settings,
             seq: 0,
             open: None,
-            isolated: HashSet::new(),
+            isolated: HashSet::default(),
         }
     }
 

@@ -66,6 +66,12 @@ use crate::outbox::{Shape, TableName};
 use crate::store::BucketScope;
 use crate::{Error, Result};
 
+// The reader's position is pure: the `internals` feature makes it public for the instruction-count
+// gate (the `hotpaths` crate); without it embedders never see it.
+#[cfg(feature = "internals")]
+pub mod position;
+#[cfg(not(feature = "internals"))]
+mod position;
 mod reader;
 
 pub use reader::SnapshotReader;

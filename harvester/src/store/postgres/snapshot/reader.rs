@@ -1,40 +1,19 @@
 //! One term's reader: the full read, then windows (the module above says why each row is read
-//! once). Its state is the last snapshot read up to and, while a window is open, the ids of
-//! that window still to be returned; nothing is written to the table.
+//! once). Its state is a [`Position`]: the last snapshot read up to and, while a window is open,
+//! the ids of that window still to be returned; nothing is written to the table.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
 use super::super::decode::decode_native;
+use super::position::{self, Next, Position, Snap};
 use super::SnapshotSql;
 use crate::outbox::{Decoded, TableName};
 use crate::store::BucketScope;
 use crate::{Error, Result};
-
-/// A snapshot as Postgres prints it (`xmin:xmax:xip,...`) and its in-progress list as an
-/// `xid8[]` literal.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Snap {
-    text: String,
-    xip: String,
-}
-
-/// Where the reader is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Phase {
-    /// The term's full read: every row visible in `snap` (taken by the first call), by id.
-    Full { snap: Option<Snap>, after: i64 },
-    /// Everything visible in `from` is read. Once the window after it is opened (its first page
-    /// asked for), `to` is its end and `ids` its rows not returned yet, ascending.
-    Window {
-        from: Snap,
-        to: Option<Snap>,
-        ids: VecDeque<i64>,
-    },
-}
 
 /// One term's reader of a native outbox table in snapshot mode. Not shared: the store keeps one
 /// per leader generation, and a new generation starts over with a full read.
@@ -42,9 +21,7 @@ enum Phase {
 pub struct SnapshotReader {
     sql: Arc<SnapshotSql>,
     require_key: bool,
-    phase: Phase,
-    /// Rows sent back by [`SnapshotReader::reread`], returned first by the next read.
-    again: BTreeSet<i64>,
+    position: Position,
 }
 
 impl SnapshotReader {
@@ -60,11 +37,7 @@ impl SnapshotReader {
         SnapshotReader {
             sql,
             require_key,
-            phase: Phase::Full {
-                snap: None,
-                after: 0,
-            },
-            again: BTreeSet::new(),
+            position: Position::default(),
         }
     }
 
@@ -77,7 +50,7 @@ impl SnapshotReader {
 
     /// Whether the term's full read is over.
     pub fn caught_up(&self) -> bool {
-        matches!(self.phase, Phase::Window { .. })
+        self.position.caught_up()
     }
 
     /// Up to `limit` rows not returned before (or sent back), sorted by id: rows sent back
@@ -99,9 +72,7 @@ impl SnapshotReader {
         limit: usize,
         scope: Option<&BucketScope>,
     ) -> Result<Vec<Decoded>> {
-        // The lowest first, never more than asked for (each row holds a permit); the rest wait
-        // for the next read, before any new page.
-        let again: Vec<i64> = self.again.iter().copied().take(limit).collect();
+        let again = self.position.again(limit);
         let mut out = Vec::new();
         if !again.is_empty() {
             out = by_id(
@@ -115,22 +86,19 @@ impl SnapshotReader {
             .await?;
         }
         let room = limit.saturating_sub(out.len());
-        if room > 0 && again.len() == self.again.len() {
+        if room > 0 && self.position.pages_after(&again) {
             let page = self.page(pool, room, scope).await?;
             out.extend(page);
         }
-        for id in &again {
-            self.again.remove(id);
-        }
-        out.sort_by_key(decoded_id);
-        out.dedup_by_key(|d| decoded_id(d));
+        self.position.returned(&again);
+        position::by_id(&mut out);
         Ok(out)
     }
 
     /// Sends rows back: their delivery failed, and the next read returns them again (those
     /// still in the table).
     pub fn reread(&mut self, ids: impl IntoIterator<Item = i64>) {
-        self.again.extend(ids);
+        self.position.reread(ids);
     }
 
     /// Deletes acknowledged rows by id; returns how many were still there.
@@ -138,7 +106,7 @@ impl SnapshotReader {
         self.sql.delete(pool, ids).await
     }
 
-    /// The next page of the full read or of the current window, advancing the phase.
+    /// The next page of the full read or of the current window, advancing the position.
     async fn page(
         &mut self,
         pool: &PgPool,
@@ -146,12 +114,11 @@ impl SnapshotReader {
         scope: Option<&BucketScope>,
     ) -> Result<Vec<Decoded>> {
         let sql = Arc::clone(&self.sql);
-        let require_key = self.require_key;
-        match &mut self.phase {
-            Phase::Full { snap, after } => {
-                let (snap, after) = match snap {
-                    Some(s) => (s.clone(), *after),
-                    None => (take(&sql, pool).await?, 0),
+        let ids = match self.position.next(limit) {
+            Next::Full { snap, after } => {
+                let snap = match snap {
+                    Some(s) => s,
+                    None => take(&sql, pool).await?,
                 };
                 let rows = sql
                     .full_page
@@ -159,63 +126,46 @@ impl SnapshotReader {
                     .fetch_all(pool)
                     .await
                     .map_err(Error::db("read the outbox (full read)"))?;
-                let decoded = decode(&rows, require_key)?;
-                self.phase = match full_page_end(&rows, limit)? {
-                    Some(last) => Phase::Full {
-                        snap: Some(snap),
-                        after: last,
-                    },
-                    None => Phase::Window {
-                        from: snap,
-                        to: None,
-                        ids: VecDeque::new(),
-                    },
-                };
-                Ok(decoded)
+                let decoded = decode(&rows, self.require_key)?;
+                self.position.full_page(snap, &decoded, limit);
+                return Ok(decoded);
             }
-            Phase::Window { from, to, ids } => {
-                if to.is_none() {
-                    // Open the window: its ids are fixed by its end, so a failed page is asked
-                    // for again as it was.
-                    let end = take(&sql, pool).await?;
-                    *ids = sql
-                        .window_ids
-                        .query(scope, |q| {
-                            q.bind(&from.xip).bind(&from.text).bind(&end.text)
-                        })
-                        .fetch_all(pool)
-                        .await
-                        .map_err(Error::db("find a window's rows"))?
-                        .iter()
-                        .map(|r| r.try_get::<i64, _>(0))
-                        .collect::<std::result::Result<_, _>>()
-                        .map_err(Error::db("read a window's ids"))?;
-                    *to = Some(end);
-                }
-                let n = limit.min(ids.len());
-                let page: Vec<i64> = ids.iter().take(n).copied().collect();
-                let decoded = if page.is_empty() {
-                    Vec::new()
-                } else {
-                    by_id(
-                        &sql,
-                        pool,
-                        &page,
-                        scope,
-                        require_key,
-                        "read a window's page",
-                    )
-                    .await?
-                };
-                ids.drain(..n);
-                if ids.is_empty() {
-                    if let Some(end) = to.take() {
-                        *from = end;
-                    }
-                }
-                Ok(decoded)
+            Next::Open { from } => {
+                // Open the window: its ids are fixed by its end, so a failed page is asked
+                // for again as it was.
+                let end = take(&sql, pool).await?;
+                let ids = sql
+                    .window_ids
+                    .query(scope, |q| {
+                        q.bind(&from.xip).bind(&from.text).bind(&end.text)
+                    })
+                    .fetch_all(pool)
+                    .await
+                    .map_err(Error::db("find a window's rows"))?
+                    .iter()
+                    .map(|r| r.try_get::<i64, _>(0))
+                    .collect::<std::result::Result<VecDeque<_>, _>>()
+                    .map_err(Error::db("read a window's ids"))?;
+                self.position.opened(end, ids);
+                self.position.page(limit)
             }
-        }
+            Next::Page(ids) => ids,
+        };
+        let decoded = if ids.is_empty() {
+            Vec::new()
+        } else {
+            by_id(
+                &sql,
+                pool,
+                &ids,
+                scope,
+                self.require_key,
+                "read a window's page",
+            )
+            .await?
+        };
+        self.position.page_read(ids.len());
+        Ok(decoded)
     }
 }
 
@@ -253,23 +203,4 @@ fn decode(rows: &[PgRow], require_key: bool) -> Result<Vec<Decoded>> {
         .map(|r| decode_native(r, require_key))
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(Error::db("decode outbox rows"))
-}
-
-fn decoded_id(d: &Decoded) -> i64 {
-    match d {
-        Ok(r) => r.id,
-        Err(p) => p.id,
-    }
-}
-
-/// The last id of a full read's page that came back full (more may follow), None for a short
-/// one (the full read is complete).
-fn full_page_end(rows: &[PgRow], limit: usize) -> Result<Option<i64>> {
-    if rows.len() < limit {
-        return Ok(None);
-    }
-    rows.last()
-        .map(|r| r.try_get::<i64, _>("id"))
-        .transpose()
-        .map_err(Error::db("read a row's id"))
 }
