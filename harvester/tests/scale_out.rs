@@ -311,15 +311,22 @@ async fn scale_out(kind: Kind, backend: Backend, prefix: &str, publish: Publish)
     let _ = reapers[2].proc.wait_exit(testkit::LOAD_MARGIN);
     members.lock()[2] = None;
     all_owned(&reapers, &[0, 3], settle, "c's buckets owned again").await;
-    writing.store(false, Ordering::Relaxed);
-    let rounds = writer.await.unwrap();
-    // The fault's shape: a is stopped past its lease (and the group's session), then resumed.
+    // The fault's shape: a is stopped past its lease (and the group's session), then resumed,
+    // with the writers running throughout.
     let a_in_flight = in_flight(&reapers[0]);
     paused.lock()[0] = true;
     reapers[0].proc.signal(Signal::Stop).unwrap();
     tokio::time::sleep(kind.lease() * 4 + Duration::from_secs(1)).await;
     reapers[0].proc.signal(Signal::Cont).unwrap();
     paused.lock()[0] = false;
+    let before = published(&reapers[0]);
+    wait_for("a publishes again after its stop", settle, || async {
+        published(&reapers[0]) > before
+    })
+    .await
+    .unwrap();
+    writing.store(false, Ordering::Relaxed);
+    let rounds = writer.await.unwrap();
 
     // Rows leave the outbox only once Kafka took their records (committed, in transactional
     // mode), so the drain is awaited first, for as long as it progresses: the longest a bucket

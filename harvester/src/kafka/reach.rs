@@ -122,18 +122,23 @@ enum Failed {
     Other(String),
 }
 
-/// Metadata requests in short slices until one is answered, the broker refuses us, or the
-/// bound is spent.
+/// Metadata requests until one is answered, the broker refuses us, or the bound is spent.
+/// The first waits a short slice, so that a refusal is reported soon after librdkafka sees it;
+/// each next waits twice as long: the request names every topic (rust-rdkafka asks for all
+/// or one), and a broker with thousands of them on a busy machine may take longer than any
+/// fixed slice to answer, which would fail every attempt however long the bound.
 fn probe(config: &ClientConfig, bound: Duration) -> Result<(), Failed> {
-    const SLICE: Duration = Duration::from_millis(250);
+    const FIRST_SLICE: Duration = Duration::from_millis(250);
     // A producer, not a consumer: its poll hands librdkafka's error events, with their text,
     // to the context (a consumer's poll returns the bare code).
     let client: BaseProducer<Witness> = config
         .create_with_context(Witness::default())
         .map_err(|e| Failed::Uncreatable(e.to_string()))?;
     let started = Instant::now();
+    let mut next_slice = FIRST_SLICE;
     loop {
-        let slice = bound.saturating_sub(started.elapsed()).min(SLICE);
+        let slice = bound.saturating_sub(started.elapsed()).min(next_slice);
+        next_slice = next_slice.saturating_mul(2);
         let last = match client.client().fetch_metadata(None, slice) {
             Ok(m) if m.brokers().is_empty() => "the cluster listed no brokers".to_owned(),
             Ok(_) => return Ok(()),
