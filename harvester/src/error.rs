@@ -143,6 +143,17 @@ pub enum Error {
         source: rdkafka::error::KafkaError,
     },
 
+    /// Rows of `keys` keys were sent back to the store after failed deliveries and did not come
+    /// back within `patience`, while later rows of those keys may be waiting or on their way:
+    /// sending those first would reorder the keys, so the pipeline restarts and reads every
+    /// key's rows again in id order.
+    #[error("shard {shard}: the rows of {keys} key(s) sent back after failed deliveries did not come back within {patience:?}; restarting the pipeline to read them again in order")]
+    ResetRowsNotBack {
+        shard: usize,
+        keys: usize,
+        patience: std::time::Duration,
+    },
+
     /// Kafka refused row `id` in a way the harvester has no named refusal for
     /// ([`Error::KafkaRefused`] is used when it has one).
     #[error("shard {shard}: row {id} refused")]

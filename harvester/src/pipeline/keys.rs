@@ -322,8 +322,9 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
         }
     }
 
-    /// Unblocks keys whose reset rows have not come back within `patience` (the caller forces a
-    /// full re-mark) and returns them.
+    /// Unblocks keys whose reset rows have not come back within `patience` and returns them.
+    /// The caller must not send their later rows then (the reset rows may still come back,
+    /// after them): it restarts the pipeline.
     pub fn unblock_stale(&mut self, patience: Duration) -> Vec<Key> {
         let stale: Vec<Key> = self
             .blocked

@@ -84,7 +84,7 @@ fn observe_seconds(h: &crate::stats::histogram::Histogram, age: chrono::TimeDelt
 /// microseconds behind them.
 const REPORTS_PER_TURN: usize = 256;
 
-/// How long a blocked key waits for its reset rows before a full re-mark is forced.
+/// How long a blocked key waits for its reset rows before the pipeline restarts.
 const BLOCKED_PATIENCE: Duration = Duration::from_secs(30);
 
 /// How long reading a failing topic's metadata may take, for the warning that says what is
@@ -469,23 +469,24 @@ impl Shard {
             self.retry.clear();
         }
         let stale = self.keys.unblock_stale(BLOCKED_PATIENCE);
-        if !stale.is_empty() {
-            // While deliveries fail, the marker's permits go to rows that fail in turn after
-            // the delivery timeout, and reset rows behind its cursor wait: expected in an
-            // outage, a fault otherwise.
+        if !stale.is_empty() && !draining {
+            // The rows may still come back (a mark or read already under way, permits held by
+            // failing rows in an outage), after later rows of their keys: those must not go
+            // first. A new pipeline holds nothing and reads every key's rows in id order.
+            // While deliveries fail, the permits go to rows that fail in turn and the reset
+            // rows wait behind the marker's cursor: expected in an outage, a fault otherwise.
             if self.stall.failing() {
                 tracing::info!(
                     keys = stale.len(),
-                    "reset rows not re-marked in {BLOCKED_PATIENCE:?} while deliveries fail; forcing a re-mark"
-                );
-            } else {
-                tracing::warn!(
-                    keys = stale.len(),
-                    "reset rows not re-marked in {BLOCKED_PATIENCE:?}; forcing a re-mark"
+                    "reset rows not back while deliveries fail"
                 );
             }
-            self.ctx.force_remark.store(true, Ordering::SeqCst);
-            self.retry.extend(stale);
+            self.producer.purge_queued();
+            return Err(Error::ResetRowsNotBack {
+                shard: self.producer.shard,
+                keys: stale.len(),
+                patience: BLOCKED_PATIENCE,
+            });
         }
         Ok(())
     }
