@@ -61,8 +61,13 @@ impl Bed {
     /// Inserts `PER_KEY` records for each of `KEYS` keys named `<prefix><n>`, round-robin, so
     /// every mark batch mixes keys.
     fn write(&mut self, prefix: &str) {
+        self.write_from(prefix, 0);
+    }
+
+    /// As [`Bed::write`], the keys' sequence numbers from `first` on.
+    fn write_from(&mut self, prefix: &str, first: u64) {
         let mut records = Vec::new();
-        for seq in 0..PER_KEY {
+        for seq in first..first + PER_KEY {
             for k in 0..KEYS {
                 let key = format!("{prefix}{k}");
                 records.push(self.record(&key, seq, 16));
@@ -270,6 +275,44 @@ async fn a_reset_that_fails_forces_a_full_re_mark_and_loses_nothing() {
     assert_eq!(o.stats.remarks, 1, "the failed reset forced one re-mark");
     assert_eq!(o.refreshed.len(), 1);
     assert!(o.db_errors >= 1);
+}
+
+#[tokio::test]
+async fn reset_rows_not_back_within_the_patience_restart_the_pipeline_before_later_rows_go() {
+    let mut bed = Bed::new();
+    bed.write("k");
+    bed.cluster.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD],
+    );
+    let mut config = bed.config();
+    config.limits.reset_patience = Duration::from_secs(1);
+    let patience = config.limits.reset_patience;
+    // The reset statement outlasts the patience: the failed keys' rows stay marked by this
+    // leader meanwhile, so no mark brings them back, while later rows of the same keys are
+    // written and marked (the idle poll, 100ms, well inside the patience).
+    bed.store.plan(Op::Reset, Fault::Delay(patience * 3));
+    let elector = MockElector::new();
+    let handle = bed.harvester(config, &elector).await;
+    elector.acquire();
+    wait_for(
+        "the failed keys' reset",
+        Duration::from_secs(10),
+        || async { bed.store.calls(Op::Reset) >= 1 },
+    )
+    .await
+    .unwrap();
+    bed.write_from("k", PER_KEY);
+    // At the patience the pipeline ends (its later rows unsent) and restarts once the reset
+    // statement returns; the new one reads every key's rows in id order.
+    bed.emptied().await;
+    let report = bed.verify().await;
+    let stats = handle.harvester.stats();
+    handle.stop().await.unwrap();
+    report.assert_correct();
+    assert_eq!(report.delivered, 2 * RECORDS);
+    assert_eq!(stats.pipeline_restarts, 1, "the patience ran out once");
+    assert!(stats.reset > 0, "the failed keys were reset");
 }
 
 #[tokio::test]

@@ -99,14 +99,9 @@ impl Shard {
             return;
         };
         for id in open.ids {
-            let Some(h) = self.keys.held_mut(id) else {
-                continue;
-            };
-            if h.state != State::Sent {
-                continue;
+            if self.keys.commit_sent(id).is_some() {
+                self.purging.push(id);
             }
-            h.state = State::Purging;
-            self.purging.push(id);
         }
         for key in std::mem::take(&mut self.retry) {
             self.maybe_send(&key);

@@ -168,6 +168,14 @@ pub struct Limits {
     /// producers, which get a new producer id from the broker. Default 60s.
     #[serde(with = "humantime_serde")]
     pub producer_stall_timeout: Duration,
+    /// How long a key whose delivery failed waits for its rows, sent back to the table, to be
+    /// marked again. Rows of the key marked meanwhile wait behind them; past this the pipeline
+    /// restarts under a fresh leader id and reads every key's rows in id order (sending the
+    /// later rows first would reorder the key). The rows come back late when the window's
+    /// permits are all held, by rows that fail in an outage or by rows queued behind blocked
+    /// keys under load. Default 30s; at least 1s.
+    #[serde(with = "humantime_serde")]
+    pub reset_patience: Duration,
 }
 
 impl Default for Limits {
@@ -188,6 +196,7 @@ impl Default for Limits {
             max_delivery_attempts: 5,
             min_metrics_interval: Duration::from_secs(5),
             producer_stall_timeout: Duration::from_secs(60),
+            reset_patience: Duration::from_secs(30),
         }
     }
 }
@@ -401,6 +410,12 @@ impl Config {
             p.push(ConfigProblem::new(
                 "limits.producer_stall_timeout",
                 "must be at least 1s; below that one slow broker response would replace the producers",
+            ));
+        }
+        if l.reset_patience < Duration::from_secs(1) {
+            p.push(ConfigProblem::new(
+                "limits.reset_patience",
+                "must be at least 1s; below that a reset statement still under way would restart the pipeline",
             ));
         }
         p.extend(per_key_problems(self));

@@ -63,6 +63,24 @@ fn drain_must_fit_inside_the_barrier() {
 }
 
 #[test]
+fn a_reset_patience_below_a_second_names_its_field() {
+    let mut c: Config = serde_json::from_str(r#"{"limits": {"reset_patience": "900ms"}}"#).unwrap();
+    assert_eq!(c.limits.reset_patience, Duration::from_millis(900));
+    let named = |c: &Config| {
+        c.problems()
+            .iter()
+            .any(|p| p.field == "limits.reset_patience")
+    };
+    assert!(named(&c));
+    c.limits.reset_patience = Duration::from_secs(1);
+    assert!(!named(&c));
+    assert_eq!(
+        Config::default().limits.reset_patience,
+        Duration::from_secs(30)
+    );
+}
+
+#[test]
 fn an_unset_drain_follows_a_shorter_heartbeat() {
     // Default NELI (5 s heartbeat, 10 s revoke): the 5 s ceiling.
     let mut c = Config::default();

@@ -238,7 +238,6 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
             .any(|h| h.record.id > id && h.state != State::Queued)
     }
 
-    /// The held record with this id.
     /// The topic of a held record, any: names the resource of a refusal no record carries
     /// (an idempotent producer refused before it sent anything).
     pub fn a_topic(&self) -> Option<&str> {
@@ -248,12 +247,25 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
             .map(|h| h.record.topic.as_str())
     }
 
+    /// The held record with this id.
     pub fn held_mut(&mut self, id: i64) -> Option<&mut Held> {
         let key = self.index.get(&id)?;
         self.queues
             .get_mut(key)?
             .iter_mut()
             .find(|h| h.record.id == id)
+    }
+
+    /// The transaction that carried `id` committed: a sent record is acknowledged and waits for
+    /// the purger. `None` when the record is not held or was not in flight (reset since, or
+    /// acknowledged already), so nothing is purged twice.
+    pub fn commit_sent(&mut self, id: i64) -> Option<&Held> {
+        let h = self.held_mut(id)?;
+        if h.state != State::Sent {
+            return None;
+        }
+        h.state = State::Purging;
+        Some(h)
     }
 
     /// Drops the key's rows that are not acknowledged (queued or sent) and blocks the key until
@@ -405,6 +417,25 @@ mod tests {
         assert_eq!(q.finish(2), Finished::KeyEmpty);
         assert_eq!(q.finish(2), Finished::NotHeld);
         assert_eq!((q.len(), q.keys()), (1, 1));
+    }
+
+    #[test]
+    fn a_commit_acknowledges_only_the_sent_records_and_each_once() {
+        let mut q = KeyQueues::new();
+        q.admit(rec(1, "a"));
+        q.admit(rec(2, "a"));
+        q.admit(rec(3, "b"));
+        assert_eq!(send(&mut q, "a"), Some(1));
+        assert_eq!(q.commit_sent(2).map(|h| h.record.id), None, "2 is queued");
+        assert!(q.commit_sent(9).is_none(), "9 is not held");
+        assert_eq!(q.commit_sent(1).map(|h| h.state), Some(State::Purging));
+        assert_eq!(
+            q.commit_sent(1).map(|h| h.record.id),
+            None,
+            "1 committed already"
+        );
+        assert_eq!(q.held_mut(2).map(|h| h.state), Some(State::Queued));
+        assert_eq!(q.held_mut(3).map(|h| h.state), Some(State::Queued));
     }
 
     #[test]

@@ -84,9 +84,6 @@ fn observe_seconds(h: &crate::stats::histogram::Histogram, age: chrono::TimeDelt
 /// microseconds behind them.
 const REPORTS_PER_TURN: usize = 256;
 
-/// How long a blocked key waits for its reset rows before the pipeline restarts.
-const BLOCKED_PATIENCE: Duration = Duration::from_secs(30);
-
 /// How long reading a failing topic's metadata may take, for the warning that says what is
 /// wrong with its partitions.
 const DIAGNOSE_WITHIN: Duration = Duration::from_secs(5);
@@ -468,7 +465,8 @@ impl Shard {
         } else {
             self.retry.clear();
         }
-        let stale = self.keys.unblock_stale(BLOCKED_PATIENCE);
+        let patience = self.ctx.limits.reset_patience;
+        let stale = self.keys.unblock_stale(patience);
         if !stale.is_empty() && !draining {
             // The rows may still come back (a mark or read already under way, permits held by
             // failing rows in an outage), after later rows of their keys: those must not go
@@ -485,7 +483,7 @@ impl Shard {
             return Err(Error::ResetRowsNotBack {
                 shard: self.producer.shard,
                 keys: stale.len(),
-                patience: BLOCKED_PATIENCE,
+                patience,
             });
         }
         Ok(())

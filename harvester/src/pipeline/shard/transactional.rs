@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, TxnCall};
 use crate::pipeline::classify::{classify, Failure};
-use crate::pipeline::keys::{Key, State};
+use crate::pipeline::keys::Key;
 use crate::pipeline::producer::Report;
 use crate::pipeline::txn::{classify_call, is_collateral, CallFailure, TxnState};
 use crate::pipeline::{Stats, ToPurger};
@@ -150,13 +150,9 @@ impl Shard {
         self.stall.success();
         let mut acked = 0;
         for id in open.ids {
-            let Some(h) = self.keys.held_mut(id) else {
+            let Some(h) = self.keys.commit_sent(id) else {
                 continue;
             };
-            if h.state != State::Sent {
-                continue;
-            }
-            h.state = State::Purging;
             let created = h.record.create_time;
             acked += 1;
             self.attempts.remove(&id);
