@@ -283,7 +283,14 @@ async fn broker_line(
 }
 
 /// `bench run`.
-pub async fn run(o: RunOptions) -> Result<Summary, BenchError> {
+///
+/// Boxed, like every entry point the binary awaits: the future is compiled in this crate once,
+/// not again in the binary (release builds share no generic code between crates).
+pub fn run(o: RunOptions) -> futures::future::LocalBoxFuture<'static, Result<Summary, BenchError>> {
+    Box::pin(run_inner(o))
+}
+
+async fn run_inner(o: RunOptions) -> Result<Summary, BenchError> {
     let mut prepared = prepare(&o).await?;
     let restore = prepared.autovacuum.take();
     let outcome = run_prepared(&o, prepared).await;
@@ -498,7 +505,16 @@ async fn disk_shortfall(
 }
 
 /// `bench tune`.
-pub async fn tune(o: TuneOptions) -> Result<TuneSummary, BenchError> {
+///
+/// Boxed, like every entry point the binary awaits: the future is compiled in this crate once,
+/// not again in the binary (release builds share no generic code between crates).
+pub fn tune(
+    o: TuneOptions,
+) -> futures::future::LocalBoxFuture<'static, Result<TuneSummary, BenchError>> {
+    Box::pin(tune_inner(o))
+}
+
+async fn tune_inner(o: TuneOptions) -> Result<TuneSummary, BenchError> {
     let mut prepared = prepare(&o.run).await?;
     let restore = prepared.autovacuum.take();
     let outcome = tune_prepared(&o, prepared).await;

@@ -28,8 +28,17 @@ pub struct Endpoint {
     pub task: JoinHandle<()>,
 }
 
-/// Binds `addr` and serves the routes for `harvester` until `cancel`.
-pub async fn serve(
+/// Binds `addr` and serves the routes for `harvester` until `cancel`. Boxed, as
+/// [`Harvester::connect`] says why.
+pub fn serve(
+    harvester: Arc<Harvester>,
+    addr: SocketAddr,
+    cancel: CancellationToken,
+) -> futures::future::BoxFuture<'static, Result<Endpoint>> {
+    Box::pin(serve_inner(harvester, addr, cancel))
+}
+
+async fn serve_inner(
     harvester: Arc<Harvester>,
     addr: SocketAddr,
     cancel: CancellationToken,

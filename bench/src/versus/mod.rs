@@ -150,8 +150,14 @@ pub struct Measured {
 
 /// Runs every selected workload with goharvest, then ours; writes `versus-<run>.jsonl`, `.md`
 /// and a plot per workload under `out`. Returns the Markdown report's path, and whether every
-/// case was correct.
-pub async fn run(o: &VersusOptions) -> Result<(PathBuf, bool), BenchError> {
+/// case was correct. Boxed, as [`crate::cli::run`] says why.
+pub fn run(
+    o: &VersusOptions,
+) -> futures::future::LocalBoxFuture<'_, Result<(PathBuf, bool), BenchError>> {
+    Box::pin(run_inner(o))
+}
+
+async fn run_inner(o: &VersusOptions) -> Result<(PathBuf, bool), BenchError> {
     let workloads = select(&o.only, o.scale)?;
     for (what, bin) in [
         ("goharvest's reaper", &o.binaries.goharvest),

@@ -104,7 +104,14 @@ impl Harvester {
     /// `limits.connect_timeout`), connects the store `database.url` names, applies migrations
     /// (if `database.migrate`), and starts contending for leadership with the elector `leader`
     /// names.
-    pub async fn connect(config: Config) -> Result<Self> {
+    ///
+    /// Boxed, like every entry point a binary awaits: the future is compiled here once, not
+    /// again in each binary (release builds share no generic code between crates).
+    pub fn connect(config: Config) -> futures::future::BoxFuture<'static, Result<Self>> {
+        Box::pin(Self::connect_inner(config))
+    }
+
+    async fn connect_inner(config: Config) -> Result<Self> {
         config.validate()?;
         config.kafka.reach(config.limits.connect_timeout).await?;
         let store = crate::store::connect(&config.database, &config.outbox).await?;
@@ -304,7 +311,14 @@ impl Harvester {
     }
 
     /// Runs until `cancel`: then stops marking, drains, purges, leaves the group and returns.
-    pub async fn run(&self, cancel: CancellationToken) -> Result<()> {
+    ///
+    /// Boxed, like every entry point a binary awaits: the future is compiled here once, not
+    /// again in each binary (release builds share no generic code between crates).
+    pub fn run(&self, cancel: CancellationToken) -> futures::future::BoxFuture<'_, Result<()>> {
+        Box::pin(self.run_inner(cancel))
+    }
+
+    async fn run_inner(&self, cancel: CancellationToken) -> Result<()> {
         let ended = match self.coordination.clone() {
             Coordination::Leader(elector) => self.run_leader(&elector, cancel).await,
             Coordination::Buckets(assignor) => self.run_buckets(&assignor, cancel).await,
