@@ -77,6 +77,15 @@ impl Bed {
         self.store.insert(&records);
     }
 
+    /// The first Produce request is rejected with a "suspect" error handed back to the
+    /// pipeline: its keys are reset.
+    fn reject_first_produce(&self) {
+        self.cluster.request_errors(
+            RDKafkaApiKey::Produce,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD],
+        );
+    }
+
     fn config(&self) -> Config {
         Config {
             kafka: KafkaConfig::with_bootstrap(&self.cluster.bootstrap_servers()),
@@ -239,10 +248,7 @@ async fn a_failed_delivery_resets_its_key_and_a_delayed_reset_keeps_the_key_bloc
     bed.write("k");
     // The first produce request is rejected (a "suspect" error handed back to the pipeline):
     // its keys are reset, and the reset itself is slow, while the marker goes on marking.
-    bed.cluster.request_errors(
-        RDKafkaApiKey::Produce,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD],
-    );
+    bed.reject_first_produce();
     bed.store
         .plan(Op::Reset, Fault::Delay(Duration::from_millis(300)));
     let o = bed.drain(bed.config()).await;
@@ -264,10 +270,7 @@ async fn a_failed_delivery_resets_its_key_and_a_delayed_reset_keeps_the_key_bloc
 async fn a_reset_that_fails_forces_a_full_re_mark_and_loses_nothing() {
     let mut bed = Bed::new();
     bed.write("k");
-    bed.cluster.request_errors(
-        RDKafkaApiKey::Produce,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD],
-    );
+    bed.reject_first_produce();
     bed.store.plan(Op::Reset, Fault::Fail);
     let o = bed.drain(bed.config()).await;
     assert_eq!(o.report.delivered, RECORDS);
@@ -281,10 +284,7 @@ async fn a_reset_that_fails_forces_a_full_re_mark_and_loses_nothing() {
 async fn reset_rows_not_back_within_the_patience_restart_the_pipeline_before_later_rows_go() {
     let mut bed = Bed::new();
     bed.write("k");
-    bed.cluster.request_errors(
-        RDKafkaApiKey::Produce,
-        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD],
-    );
+    bed.reject_first_produce();
     let mut config = bed.config();
     config.limits.reset_patience = Duration::from_secs(1);
     let patience = config.limits.reset_patience;
