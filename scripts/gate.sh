@@ -28,8 +28,7 @@ fi
 # Every build shares this tree's target directory, so the dependencies are compiled once (on a
 # fresh machine a separate one cost a full release build per job); each binary is copied aside,
 # as the next build of another tree overwrites target/gate/hotpaths. The `gate` profile is the
-# release profile without debug info, which callgrind's totals do not need (the code is the
-# same; line tables only cost build time, on every CI run).
+# release profile (no debug info, which callgrind's totals do not need) in its own directory.
 # Cargo tells a workspace member's build is fresh by its sources' paths relative to the
 # workspace and their mtimes: after another tree's build into the same target directory, this
 # tree's older files look built already, and cargo would hand back the other tree's binary. So

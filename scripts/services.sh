@@ -531,7 +531,13 @@ postgres_up() {
     say "postgres: starting the local cluster $version/main"
     if pg_ctlcluster --skip-systemctl-redirect "$version" main start 2>/dev/null \
        || pg_ctlcluster "$version" main start 2>/dev/null; then
-      for _ in $(seq 1 50); do pg_reachable "$LOCAL_URL" && break; sleep 0.2; done
+      # Until it answers us, or accepts connections but refuses ours (no need to wait then).
+      local isready; isready="$(pg_bindir)/pg_isready"
+      for _ in $(seq 1 50); do
+        pg_reachable "$LOCAL_URL" && break
+        [ -x "$isready" ] && "$isready" -q -h 127.0.0.1 -p 5432 && break
+        sleep 0.2
+      done
       if pg_reachable "$LOCAL_URL"; then
         echo "cluster $version" > "$STATE/pg.started"
         PG_URL=$LOCAL_URL; return
@@ -801,16 +807,23 @@ stop_broker() {
 }
 
 cmd_down() {
+  # In parallel: the servers are independent, and each may take seconds to shut down cleanly.
+  local kind
   for kind in nats zookeeper etcd tansu mariadb; do
     if [ -f "$STATE/$kind.started" ]; then
-      stop_daemon "$kind" "$STATE/$kind/pid"
-      rm -f "$STATE/$kind.started"
+      { stop_daemon "$kind" "$STATE/$kind/pid"; rm -f "$STATE/$kind.started"; } &
     fi
   done
   if [ -f "$STATE/broker.started" ]; then
-    stop_broker
-    rm -f "$STATE/broker.started"
+    { stop_broker; rm -f "$STATE/broker.started"; } &
   fi
+  kafka_down &
+  postgres_down &
+  wait
+  rm -f "$ENV_FILE"
+}
+
+kafka_down() {
   # Kafka clusters of tests that were killed before they could stop them.
   local leftover
   for leftover in "$STATE"/private/kafka-*; do
@@ -827,21 +840,22 @@ cmd_down() {
     done < "$STATE/kafka.started"
     rm -f "$STATE/kafka.started"
   fi
-  if [ -f "$STATE/pg.started" ]; then
-    local how; how=$(cat "$STATE/pg.started")
-    case "$how" in
-      private)
-        say "postgres: stopping the private cluster"
-        local as=(); [ "$(id -u)" = 0 ] && as=(runuser -u postgres --)
-        "${as[@]}" "$(pg_bindir)/pg_ctl" -D "$STATE/pg" -m fast stop >/dev/null || true ;;
-      cluster*)
-        say "postgres: stopping local cluster ${how#cluster }"
-        pg_ctlcluster --skip-systemctl-redirect "${how#cluster }" main stop 2>/dev/null \
-          || pg_ctlcluster "${how#cluster }" main stop || true ;;
-    esac
-    rm -f "$STATE/pg.started"
-  fi
-  rm -f "$ENV_FILE"
+}
+
+postgres_down() {
+  [ -f "$STATE/pg.started" ] || return 0
+  local how; how=$(cat "$STATE/pg.started")
+  case "$how" in
+    private)
+      say "postgres: stopping the private cluster"
+      local as=(); [ "$(id -u)" = 0 ] && as=(runuser -u postgres --)
+      "${as[@]}" "$(pg_bindir)/pg_ctl" -D "$STATE/pg" -m fast stop >/dev/null || true ;;
+    cluster*)
+      say "postgres: stopping local cluster ${how#cluster }"
+      pg_ctlcluster --skip-systemctl-redirect "${how#cluster }" main stop 2>/dev/null \
+        || pg_ctlcluster "${how#cluster }" main stop || true ;;
+  esac
+  rm -f "$STATE/pg.started"
 }
 
 case "${1:-}" in
