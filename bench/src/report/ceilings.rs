@@ -11,6 +11,13 @@ use crate::result::{Ceilings, Provenance};
 pub(super) fn section(p: &Provenance, ceilings: &Ceilings) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "\n## Ceilings (same run)\n");
+    if !ceilings.any() {
+        let _ = writeln!(
+            s,
+            "Not measured (the run was given `--no-ceilings`): the scenarios' `x lower ceiling`, `x delete-only` and `x Kafka producer` columns are empty."
+        );
+        return s;
+    }
     let _ = writeln!(s, "| ceiling | records | records/s |\n|---|---:|---:|");
     let store = if p.mariadb.is_some() {
         "MariaDB store, "

@@ -320,3 +320,21 @@ fn the_summary_shows_both_parts_of_each_verdict() {
     );
     assert!(!md.contains("**steady kept up"), "{md}");
 }
+
+#[test]
+fn a_run_without_ceilings_says_so_instead_of_an_empty_table() {
+    let none = Ceilings {
+        batch: 500,
+        ..Ceilings::default()
+    };
+    let mut drain = run("drain", Verdict::Passed, "passed");
+    drain.drain_records_per_s = Some(10_000.0);
+    let md = markdown(&Provenance::default(), &none, &[drain], &[]);
+    assert!(
+        md.contains("## Ceilings (same run)\n\nNot measured (the run was given `--no-ceilings`)"),
+        "{md}"
+    );
+    assert!(!md.contains("| ceiling | records | records/s |"), "{md}");
+    let row = md.lines().find(|l| l.starts_with("| drain |")).unwrap();
+    assert!(row.contains("| 10000 | - | - | - |"), "{row}");
+}

@@ -26,6 +26,15 @@ pub struct Ceilings {
 }
 
 impl Ceilings {
+    /// Whether any ceiling was measured (none with `--no-ceilings`).
+    pub fn any(&self) -> bool {
+        self.db_mark_purge.is_some()
+            || self.delete_only.is_some()
+            || self.producer.is_some()
+            || self.kafka_producer.is_some()
+            || self.writers.is_some()
+    }
+
     /// The lower of the DB-only and producer-only ceilings.
     pub fn lower(&self) -> Option<f64> {
         match (self.db_mark_purge, self.producer) {
