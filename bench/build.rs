@@ -20,8 +20,25 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
 fn main() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let commit = git(dir, &["rev-parse", "--short", "HEAD"]).unwrap_or_default();
-    let dirty =
-        git(dir, &["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    // Dirty: a tracked file changed anywhere, or an untracked file where cargo would build it
+    // (a new test, binary or build script is picked up by its path; `.cargo/` can change the
+    // flags). Untracked files elsewhere do not count: the reports a run writes under
+    // `results/` are untracked until committed.
+    let changed = |args: &[&str]| git(dir, args).is_some_and(|s| !s.is_empty());
+    let dirty = changed(&["status", "--porcelain", "--untracked-files=no"])
+        || changed(&[
+            "status",
+            "--porcelain",
+            "--untracked-files=all",
+            "--",
+            ".",
+            "../harvester",
+            "../workloads",
+            "../testkit",
+            "../.cargo",
+            "../Cargo.toml",
+            "../Cargo.lock",
+        ]);
     println!("cargo:rustc-env=BENCH_BUILD_COMMIT={commit}");
     println!("cargo:rustc-env=BENCH_BUILD_DIRTY={dirty}");
     // What moves the commit or the tree's state: HEAD, the branch it names, packed refs, the
@@ -49,7 +66,11 @@ fn main() {
         "../testkit",
         "../Cargo.toml",
         "../Cargo.lock",
+        "../.cargo",
     ] {
-        println!("cargo:rerun-if-changed={source}");
+        // A missing path would rerun this on every build.
+        if dir.join(source).exists() {
+            println!("cargo:rerun-if-changed={source}");
+        }
     }
 }
