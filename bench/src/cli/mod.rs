@@ -23,7 +23,7 @@ use disk::disk_shortfall;
 use options::{bad, unsupported_on};
 pub use options::{list, RunOptions};
 use plots::write_plots;
-use prepare::{prepare, Prepared};
+use prepare::{prepared, Prepared};
 pub use tune::{tune, TuneOptions, TuneSummary};
 
 /// What a run produced.
@@ -46,13 +46,7 @@ pub fn run(o: RunOptions) -> futures::future::LocalBoxFuture<'static, Result<Sum
 }
 
 async fn run_inner(o: RunOptions) -> Result<Summary, BenchError> {
-    let mut prepared = prepare(&o).await?;
-    let restore = prepared.autovacuum.take();
-    let outcome = run_prepared(&o, prepared).await;
-    if let Some(r) = restore {
-        r.restore().await;
-    }
-    outcome
+    prepared(&o, |p| run_prepared(&o, p)).await
 }
 
 async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, BenchError> {

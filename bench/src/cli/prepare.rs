@@ -24,10 +24,10 @@ pub(super) struct Prepared {
     pub(super) run_id: String,
     pub(super) jsonl: PathBuf,
     /// The server's autovacuum as the run changed it, to put back when the command ends.
-    pub(super) autovacuum: Option<crate::ground::Restore>,
+    autovacuum: Option<crate::ground::Restore>,
 }
 
-pub(super) async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
+async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
     let file = load(o.file.as_deref())?;
     if !o.scale.is_finite() || o.scale <= 0.0 {
         return Err(bad("--scale must be above 0"));
@@ -196,4 +196,20 @@ async fn broker_line(
         Ok(p) => format!("{text}; it {}", p.describe()),
         Err(e) => format!("{text}; the aborted-transaction probe failed: {e}"),
     }
+}
+
+/// Prepares a command, runs `body` on what it prepared, then puts the server's autovacuum back
+/// as it was, whatever `body` returned.
+pub(super) async fn prepared<T, F, Fut>(o: &RunOptions, body: F) -> Result<T, BenchError>
+where
+    F: FnOnce(Prepared) -> Fut,
+    Fut: std::future::Future<Output = Result<T, BenchError>>,
+{
+    let mut prepared = prepare(o).await?;
+    let restore = prepared.autovacuum.take();
+    let outcome = body(prepared).await;
+    if let Some(r) = restore {
+        r.restore().await;
+    }
+    outcome
 }

@@ -2,7 +2,7 @@
 //! the recommendations drawn from them.
 
 use super::options::{bad, unsupported_on, RunOptions};
-use super::prepare::{prepare, Prepared};
+use super::prepare::{prepared, Prepared};
 use crate::plot::{line_chart, Extras, Series};
 use crate::report::append_json;
 use crate::BenchError;
@@ -41,13 +41,7 @@ pub fn tune(
 }
 
 async fn tune_inner(o: TuneOptions) -> Result<TuneSummary, BenchError> {
-    let mut prepared = prepare(&o.run).await?;
-    let restore = prepared.autovacuum.take();
-    let outcome = tune_prepared(&o, prepared).await;
-    if let Some(r) = restore {
-        r.restore().await;
-    }
-    outcome
+    prepared(&o.run, |p| tune_prepared(&o, p)).await
 }
 
 async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummary, BenchError> {
