@@ -56,7 +56,6 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
         provenance,
         run_id,
         jsonl,
-        ..
     } = prepared;
     let names = if o.scenarios.is_empty() {
         file.profile(&o.profile)?

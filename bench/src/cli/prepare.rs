@@ -23,11 +23,11 @@ pub(super) struct Prepared {
     pub(super) provenance: Provenance,
     pub(super) run_id: String,
     pub(super) jsonl: PathBuf,
-    /// The server's autovacuum as the run changed it, to put back when the command ends.
-    autovacuum: Option<crate::ground::Restore>,
 }
 
-async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
+/// What the command needs, and the server's autovacuum as it was changed, to put back when the
+/// command ends.
+async fn prepare(o: &RunOptions) -> Result<(Prepared, Option<crate::ground::Restore>), BenchError> {
     let file = load(o.file.as_deref())?;
     if !o.scale.is_finite() || o.scale <= 0.0 {
         return Err(bad("--scale must be above 0"));
@@ -112,14 +112,14 @@ async fn prepare(o: &RunOptions) -> Result<Prepared, BenchError> {
         private_pg_port: o.private_pg_port,
         sasl_ssl,
     };
-    Ok(Prepared {
+    let prepared = Prepared {
         file,
         bench,
         provenance,
         run_id,
         jsonl,
-        autovacuum,
-    })
+    };
+    Ok((prepared, autovacuum))
 }
 
 /// The run's broker: the mock with `--embedded` or when no cluster is named, else the cluster
@@ -205,8 +205,7 @@ where
     F: FnOnce(Prepared) -> Fut,
     Fut: std::future::Future<Output = Result<T, BenchError>>,
 {
-    let mut prepared = prepare(o).await?;
-    let restore = prepared.autovacuum.take();
+    let (prepared, restore) = prepare(o).await?;
     let outcome = body(prepared).await;
     if let Some(r) = restore {
         r.restore().await;

@@ -51,7 +51,6 @@ async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummar
         provenance,
         run_id,
         jsonl,
-        ..
     } = prepared;
     let scenario = file
         .scenario
