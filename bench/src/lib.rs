@@ -17,6 +17,8 @@
 //!   than absolute numbers from a noisy machine.
 //! - [`broker`]: which broker a run measures (the real one from `--brokers` / `KAFKA_BROKERS`,
 //!   or the embedded mock) and what about it shapes the figures, for the provenance.
+//! - [`warm`]: the broker warmed until its produce cost per record stops falling, and a warm
+//!   topic per partition count the scenarios use, before anything is measured (reported apart).
 //! - [`ground`]: a scenario's own schema (or database), topics and reaper config, under both
 //!   the run and the ceilings; what differs between Postgres and MariaDB is one
 //!   [`ground::Database`] implementation per backend.
@@ -65,6 +67,7 @@ pub mod session;
 pub mod stages;
 pub mod tune;
 pub mod versus;
+pub mod warm;
 
 pub use error::BenchError;
 

@@ -11,6 +11,11 @@
 //! one, its retention), and a record the verifier never saw because the broker deleted it is
 //! not a record the harvester lost. Counting the skipped offsets per partition is what lets a
 //! run tell the two apart.
+//!
+//! A run's records begin where each partition's log ended when its ground was laid (its
+//! *starts*: 0 on a topic created for the run; on a warm topic the scenarios of a bench run
+//! share, after what earlier scenarios and the warm-up wrote). Everything here counts from
+//! there: the verifier is assigned at the starts, and the log's figures exclude what lies below.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -44,24 +49,44 @@ fn watermark_client(client: &ClientSettings) -> Result<BaseConsumer, BenchError>
         })
 }
 
-/// Records in the log of `topic` (sum over partitions of high minus low watermark).
-pub fn log_records(
+/// Each partition's log end now (its high watermark): where a run on `topic` starts.
+pub fn log_ends(
     client: &ClientSettings,
     topic: &str,
     partitions: i32,
-) -> Result<i64, BenchError> {
+) -> Result<Vec<i64>, BenchError> {
     let marks = watermarks(&watermark_client(client)?, topic, partitions)?;
-    Ok(marks.into_iter().map(|(low, high)| high - low).sum())
+    Ok(marks.into_iter().map(|(_, high)| high).collect())
 }
 
-/// The log end of `topic`: the sum over partitions of the high watermarks (every offset ever
-/// written, read or deleted).
-pub fn log_end(client: &ClientSettings, topic: &str, partitions: i32) -> Result<u64, BenchError> {
-    let marks = watermarks(&watermark_client(client)?, topic, partitions)?;
+/// Records of the run still in the log of `topic` (sum over partitions of the high watermark
+/// less the log start or the run's start, whichever is later).
+pub fn log_records(
+    client: &ClientSettings,
+    topic: &str,
+    starts: &[i64],
+) -> Result<i64, BenchError> {
+    let marks = watermarks(&watermark_client(client)?, topic, partition_count(starts))?;
     Ok(marks
         .into_iter()
-        .map(|(_, high)| u64::try_from(high).unwrap_or(0))
+        .zip(starts)
+        .map(|((low, high), start)| high - low.max(*start))
         .sum())
+}
+
+/// Offsets written since the run started on `topic`: the sum over partitions of the high
+/// watermark less the start (every offset written, read or deleted since).
+pub fn log_end(client: &ClientSettings, topic: &str, starts: &[i64]) -> Result<u64, BenchError> {
+    let marks = watermarks(&watermark_client(client)?, topic, partition_count(starts))?;
+    Ok(marks
+        .into_iter()
+        .zip(starts)
+        .map(|((_, high), start)| u64::try_from(high - start).unwrap_or(0))
+        .sum())
+}
+
+fn partition_count(starts: &[i64]) -> i32 {
+    i32::try_from(starts.len()).unwrap_or(i32::MAX)
 }
 
 /// Per partition, what the verifier read of the log and what it could not.
@@ -76,6 +101,9 @@ pub fn log_end(client: &ClientSettings, topic: &str, partitions: i32) -> Result<
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionLog {
     pub partition: i32,
+    /// Where the run's records begin (the log end when the run started).
+    #[serde(default)]
+    pub start: i64,
     /// The next offset to read: every offset below was read or counted as evicted.
     pub next: i64,
     /// Records read (each offset once).
@@ -145,17 +173,29 @@ pub struct OffsetTracker {
 impl OffsetTracker {
     /// `partitions` partitions of a topic created for this run (so its logs start at 0).
     pub fn new(partitions: i32, offsets: Offsets) -> Self {
+        Self::starting_at(
+            &vec![0; usize::try_from(partitions.max(0)).unwrap_or(0)],
+            offsets,
+        )
+    }
+
+    /// One partition per start: the run's records begin at that offset of each.
+    pub fn starting_at(starts: &[i64], offsets: Offsets) -> Self {
         OffsetTracker {
-            partitions: (0..partitions.max(0))
-                .map(|partition| PartitionLog {
-                    partition,
+            partitions: starts
+                .iter()
+                .enumerate()
+                .map(|(partition, &start)| PartitionLog {
+                    partition: i32::try_from(partition).unwrap_or(i32::MAX),
+                    start,
+                    next: start,
                     low: -1,
                     high: -1,
                     ..PartitionLog::default()
                 })
                 .collect(),
             offsets,
-            skips: vec![Vec::new(); usize::try_from(partitions.max(0)).unwrap_or(0)],
+            skips: vec![Vec::new(); starts.len()],
         }
     }
 
@@ -219,11 +259,12 @@ impl OffsetTracker {
         self.partitions.iter().map(|p| p.evicted).sum()
     }
 
-    /// Offsets consumed or skipped, over all partitions: grows whenever records arrive.
+    /// Offsets of the run consumed or skipped, over all partitions: grows whenever records
+    /// arrive.
     pub fn position(&self) -> u64 {
         self.partitions
             .iter()
-            .map(|p| u64::try_from(p.next).unwrap_or(0))
+            .map(|p| u64::try_from(p.next - p.start).unwrap_or(0))
             .sum()
     }
 
@@ -295,11 +336,11 @@ fn fetch_wait_ms(broker: BrokerKind) -> &'static str {
     }
 }
 
-/// A consumer of every partition of `topic` from the beginning, without a group.
+/// A consumer of every partition of `topic` from the run's starts, without a group.
 fn verifying_consumer(
     client: &ClientSettings,
     topic: &str,
-    partitions: i32,
+    starts: &[i64],
     broker: BrokerKind,
 ) -> Result<BaseConsumer, BenchError> {
     let consumer: BaseConsumer = client
@@ -318,9 +359,16 @@ fn verifying_consumer(
             source,
         })?;
     let mut assignment = TopicPartitionList::new();
-    for p in 0..partitions {
+    for (p, &start) in starts.iter().enumerate() {
+        // A topic created for the run is read from its beginning (whatever the broker deleted
+        // first); a shared one from the run's start.
+        let at = if start == 0 {
+            Offset::Beginning
+        } else {
+            Offset::Offset(start)
+        };
         assignment
-            .add_partition_offset(topic, p, Offset::Beginning)
+            .add_partition_offset(topic, i32::try_from(p).unwrap_or(i32::MAX), at)
             .map_err(|source| BenchError::Kafka {
                 action: "assign partitions".into(),
                 source,
@@ -336,10 +384,10 @@ fn verifying_consumer(
 }
 
 impl Books {
-    fn new(run: &str, partitions: i32, offsets: Offsets, counters: Arc<Counters>) -> Self {
+    fn new(run: &str, starts: &[i64], offsets: Offsets, counters: Arc<Counters>) -> Self {
         Books {
             run: run.to_owned(),
-            tracker: OffsetTracker::new(partitions, offsets),
+            tracker: OffsetTracker::starting_at(starts, offsets),
             seen: HashSet::new(),
             collected: Collected::default(),
             counters,
@@ -403,19 +451,20 @@ fn watermarks(
 }
 
 impl Receiver {
-    /// Starts reading `topic` (all `partitions`, created for this run) for records of `run`.
+    /// Starts reading `topic` (a partition per start, from it) for records of `run`.
     pub fn start(
         client: &ClientSettings,
         topic: &str,
-        partitions: i32,
+        starts: &[i64],
         run: &str,
         offsets: Offsets,
         broker: BrokerKind,
     ) -> Result<Receiver, BenchError> {
-        let consumer = verifying_consumer(client, topic, partitions, broker)?;
+        let consumer = verifying_consumer(client, topic, starts, broker)?;
+        let partitions = partition_count(starts);
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
-        let mut books = Books::new(run, partitions, offsets, Arc::clone(&counters));
+        let mut books = Books::new(run, starts, offsets, Arc::clone(&counters));
         let (s, topic) = (Arc::clone(&stop), topic.to_owned());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
@@ -679,7 +728,7 @@ mod tests {
             let r = Receiver::start(
                 &ClientSettings::plaintext(&bootstrap),
                 "t",
-                1,
+                &[0],
                 RUN,
                 Offsets::Contiguous,
                 BrokerKind::Mock,
@@ -706,11 +755,11 @@ mod tests {
             let consumer = verifying_consumer(
                 &ClientSettings::plaintext(&bootstrap),
                 "t",
-                1,
+                &[0],
                 BrokerKind::Mock,
             )
             .unwrap();
-            let mut books = Books::new(RUN, 1, Offsets::Contiguous, Arc::default());
+            let mut books = Books::new(RUN, &[0], Offsets::Contiguous, Arc::default());
             let deadline = Instant::now() + Duration::from_secs(20);
             while books.tracker.position() < 100 && Instant::now() < deadline {
                 if let Some(Ok(m)) = consumer.poll(Duration::from_millis(20)) {
@@ -739,6 +788,26 @@ mod tests {
             // Every record read once: no false duplicates from the reset.
             assert_eq!(books.collected.receipts.len() as u64, p.read);
         }
+    }
+
+    #[test]
+    fn a_run_on_a_shared_topic_counts_from_its_starts() {
+        let mut t = OffsetTracker::starting_at(&[500, 20], Offsets::Contiguous);
+        assert_eq!(t.position(), 0);
+        read(&mut t, 0, 500..510);
+        read(&mut t, 1, 20..25);
+        assert_eq!(t.position(), 15);
+        // Whatever lay below the starts is not the run's: nothing evicted, nothing unread.
+        t.close(0, 0, 510);
+        t.close(1, 0, 25);
+        assert_eq!(t.evicted(), 0);
+        assert!(t.partitions().iter().all(|p| p.unread() == 0));
+        assert!(t.caught_up(&[510, 25]));
+        // A log whose start passed the run's start lost the run's records between them.
+        let mut t = OffsetTracker::starting_at(&[100], Offsets::Contiguous);
+        read(&mut t, 0, 130..140);
+        t.close(0, 130, 140);
+        assert_eq!(t.evicted(), 30);
     }
 
     #[test]

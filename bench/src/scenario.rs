@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use workloads::{Backend, WriterConfig};
+use workloads::{Backend, KeyDist, PayloadDist, Skew, WriterConfig};
 
 use crate::BenchError;
 
@@ -91,8 +91,7 @@ impl ClusterFault {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerifyWhen {
-    /// `after` for a backlog drain on the embedded broker (no writers, no fault), `during`
-    /// everywhere else.
+    /// `after` for a backlog drain (no writers, no fault), `during` everywhere else.
     #[default]
     Auto,
     /// The verifier reads while the harvester publishes (latency is measured from its reads).
@@ -143,13 +142,17 @@ impl Listener {
 }
 
 /// A pre-filled backlog.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BacklogSpec {
     pub rows: u64,
     pub keys: u32,
     #[serde(default = "default_value_bytes")]
     pub value_bytes: usize,
+    /// How the rows spread over the keys: `"uniform"` (default: round the keys) or
+    /// `"zipf:S"` (each row's key drawn from Zipf with exponent S, seeded).
+    #[serde(default, skip_serializing_if = "Skew::is_uniform")]
+    pub key_skew: Skew,
 }
 
 fn default_value_bytes() -> usize {
@@ -215,10 +218,14 @@ pub struct Scenario {
     /// How long writers write. Default 10s.
     #[serde(default = "default_duration", with = "humantime_serde")]
     pub duration: Duration,
-    /// Run once per key count (hot keys), overriding the writers' key distribution with
-    /// uniform over that many keys.
+    /// Run once per key count, overriding the writers' key distribution with uniform over that
+    /// many keys (hot keys), or a backlog's keys (its skew kept: the `shapes` profile).
     #[serde(default)]
     pub keys_sweep: Vec<u32>,
+    /// Run once per partition count of the data topic, overriding `partitions` (the `shapes`
+    /// profile: the same backlog over 8, 64 and 256 partitions).
+    #[serde(default)]
+    pub partitions_sweep: Vec<i32>,
     /// Run once per harvester count (scale-out: with a kind that shares the outbox by bucket,
     /// `leader.kind = "neli_buckets"` or `"rink"`, every harvester works), overriding
     /// `harvesters`.
@@ -261,12 +268,12 @@ pub struct Scenario {
     /// partition counts with the same build. Default false.
     #[serde(default)]
     pub fixed_partitions: bool,
-    /// When the verifier reads: `auto` (default), `during` or `after`. The embedded broker
-    /// finds each fetch's offset by walking the partition's log from its oldest message set,
-    /// so a verifier reading during a large drain costs its one thread more per record the
-    /// longer the log is, and the drain then measures the broker (1M rows: 67-81 µs of broker
-    /// CPU per record, against 17-26 at 100k). `auto` reads backlog drains on the embedded
-    /// broker after the outbox is empty, and everything else during the run.
+    /// When the verifier reads: `auto` (default), `during` or `after`. `auto` reads backlog
+    /// drains after the outbox is empty, and everything else during the run: a reader beside a
+    /// drain is no part of a deployment, and it costs the broker as much as the harvester does
+    /// (Kafka 4.1 here: 25.5 µs of broker CPU per record drained with it reading along, 11.3
+    /// without, same run; the embedded broker finds each fetch's offset by walking the log from
+    /// its oldest message set, 67-81 µs per record at 1M rows).
     #[serde(default)]
     pub verify: VerifyWhen,
     /// rolling_restart: the owner maps are settled once every bucket has an owner and no
@@ -284,6 +291,55 @@ pub struct Scenario {
     /// embedded broker, and where `scripts/services.sh` did not export it).
     #[serde(default)]
     pub listener: Listener,
+}
+
+/// The workload's shape as a user names it (`bench run --keys --key-skew --partitions
+/// --value-bytes`): each field given replaces the scenario's, and the sweep over it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Shape {
+    /// Keys of the backlog, or the writers' keys.
+    pub keys: Option<u32>,
+    pub key_skew: Option<Skew>,
+    pub partitions: Option<i32>,
+    pub value_bytes: Option<usize>,
+}
+
+impl Shape {
+    pub fn is_empty(&self) -> bool {
+        *self == Shape::default()
+    }
+
+    /// Refuses a shape no scenario could run, naming the option.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.keys == Some(0) {
+            return Err("--keys must be at least 1".into());
+        }
+        if self.partitions.is_some_and(|p| p < 1) {
+            return Err("--partitions must be at least 1".into());
+        }
+        if self.value_bytes == Some(0) {
+            return Err("--value-bytes must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The fields given, for a report: `10000 keys, zipf:1.1, 256 partitions, 200 B values`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        parts.extend(self.keys.map(|k| format!("{k} keys")));
+        parts.extend(self.key_skew.map(|s| s.to_string()));
+        parts.extend(self.partitions.map(|p| format!("{p} partitions")));
+        parts.extend(self.value_bytes.map(|v| format!("{v} B values")));
+        parts.join(", ")
+    }
+}
+
+/// The skew a writers' key distribution has (a single hot key counts as uniform over one).
+fn skew_of(keys: &KeyDist) -> Skew {
+    match keys {
+        KeyDist::Zipf { s, .. } => Skew::Zipf { s: *s },
+        _ => Skew::Uniform,
+    }
 }
 
 /// Settings every scenario starts from.
@@ -398,6 +454,12 @@ impl Scenario {
         if self.harvesters_sweep.contains(&0) {
             return bad("harvesters_sweep values must be at least 1");
         }
+        if self.partitions < 1 || self.partitions_sweep.iter().any(|p| *p < 1) {
+            return bad("partitions (and partitions_sweep's values) must be at least 1");
+        }
+        if self.keys_sweep.contains(&0) || self.backlog.is_some_and(|b| b.keys == 0) {
+            return bad("keys (and keys_sweep's values) must be at least 1");
+        }
         if self.rate_share.is_some_and(|s| !(s > 0.0 && s <= 1.0)) {
             return bad("rate_share must be in (0, 1]");
         }
@@ -429,6 +491,34 @@ impl Scenario {
         Ok(())
     }
 
+    /// The scenario in the `shape` a user named (each given field replaces the scenario's, and
+    /// the sweep over it): a backlog's keys, skew and value size, the writers' keys, skew and
+    /// value size, the topic's partitions.
+    pub fn shaped(mut self, shape: &Shape) -> Self {
+        if let Some(p) = shape.partitions {
+            self.partitions = p;
+            self.partitions_sweep.clear();
+        }
+        if shape.keys.is_some() {
+            self.keys_sweep.clear();
+        }
+        if let Some(b) = self.backlog.as_mut() {
+            b.keys = shape.keys.unwrap_or(b.keys);
+            b.key_skew = shape.key_skew.unwrap_or(b.key_skew);
+            b.value_bytes = shape.value_bytes.unwrap_or(b.value_bytes);
+        }
+        if let Some(w) = self.writers.as_mut() {
+            if shape.keys.is_some() || shape.key_skew.is_some() {
+                let n = shape.keys.unwrap_or(w.keys.keys());
+                w.keys = shape.key_skew.unwrap_or(skew_of(&w.keys)).over(n);
+            }
+            if let Some(bytes) = shape.value_bytes {
+                w.payload = PayloadDist::Fixed { bytes };
+            }
+        }
+        self
+    }
+
     /// Shrinks (or grows) sizes and durations by `factor`, keeping them usable.
     pub fn scaled(mut self, factor: f64) -> Self {
         if (factor - 1.0).abs() < f64::EPSILON {
@@ -448,16 +538,13 @@ impl Scenario {
         self
     }
 
-    /// Whether the verifier reads after the drain (see [`VerifyWhen`]) on this broker.
-    pub fn verify_after(&self, embedded: bool) -> bool {
+    /// Whether the verifier reads after the drain (see [`VerifyWhen`]).
+    pub fn verify_after(&self) -> bool {
         match self.verify {
             VerifyWhen::During => false,
             VerifyWhen::After => true,
             VerifyWhen::Auto => {
-                embedded
-                    && self.kind == Kind::Drain
-                    && self.backlog.is_some()
-                    && self.writers.is_none()
+                self.kind == Kind::Drain && self.backlog.is_some() && self.writers.is_none()
             }
         }
     }
@@ -508,6 +595,23 @@ impl Scenario {
             );
         }
         None
+    }
+
+    /// Whether its harvesters publish in transactions (`publish.mode`; `extra`, the command
+    /// line's settings, win).
+    pub fn transactional(&self, base: &Base, extra: &[(String, String)]) -> bool {
+        self.settings(base)
+            .iter()
+            .chain(extra)
+            .rev()
+            .find(|(k, _)| k == "publish.mode")
+            .is_some_and(|(_, v)| v == "transactional")
+    }
+
+    /// Whether it publishes to the run's broker (not a private cluster, nor the mock that
+    /// injects broker faults): such a scenario uses the run's warm topics.
+    pub fn on_run_broker(&self) -> bool {
+        !matches!(self.kind, Kind::ClusterFault | Kind::BrokerFaults)
     }
 
     /// Harvester `--set` pairs: base, then the scenario's.

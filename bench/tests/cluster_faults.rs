@@ -37,6 +37,8 @@ async fn a_broker_killed_under_the_harvesters_loses_nothing() {
         private_pg_port: 25432,
         autovacuum: bench::pg::AutovacuumMode::AsFound,
         target_rate: None,
+        shape: Default::default(),
+        cold: false,
     })
     .await
     .unwrap_or_else(|e| panic!("kill-busiest-leader failed: {e}"));

@@ -33,6 +33,8 @@ async fn scenarios_run_verified_on_mariadb_against_its_own_ceilings() {
         private_pg_port: 54333,
         autovacuum: bench::pg::AutovacuumMode::AsFound,
         target_rate: None,
+        shape: Default::default(),
+        cold: false,
     })
     .await
     .unwrap();

@@ -120,7 +120,7 @@ async fn produce_under(errors: &[&str], records: u64, producers: usize) -> Produ
         bench::receipts::log_records(
             &ClientSettings::plaintext(broker.bootstrap()),
             &topic,
-            PARTITIONS,
+            &[0; PARTITIONS as usize],
         )
     })
     .unwrap();

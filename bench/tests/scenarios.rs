@@ -74,6 +74,8 @@ async fn full_profile(scenarios: Vec<String>, set: Vec<String>, ceilings: bool) 
         // The server as found: tests/autovacuum.rs checks the switch itself.
         autovacuum: bench::pg::AutovacuumMode::AsFound,
         target_rate: None,
+        shape: Default::default(),
+        cold: false,
     })
     .await
     .unwrap_or_else(|e| panic!("the full profile (snapshot mode: {snapshot}) failed: {e}"));

@@ -116,11 +116,8 @@ fn mark_purge(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 rt.block_on(async {
                     // Fill (untimed) exactly what the timed cycles will mark and purge.
-                    let backlog = workloads::prefill::Backlog {
-                        rows: iters * batch as u64,
-                        keys: 1000,
-                        value_bytes: 200,
-                    };
+                    let backlog =
+                        workloads::prefill::Backlog::uniform(iters * batch as u64, 1000, 200);
                     let ledger = Arc::new(workloads::Ledger::new());
                     workloads::prefill::prefill(&pool, &table, "crit", "crit", backlog, &ledger)
                         .await

@@ -61,6 +61,80 @@ impl KeyDist {
     }
 }
 
+/// How a backlog's rows spread over its keys: the shape a user names for a capacity plan
+/// (`uniform`, or `zipf:S` with exponent S above 0, 1.0 classic Zipf, higher more skewed).
+/// Written as that string in TOML and on the command line.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum Skew {
+    /// Every key gets the same share (rows go round the keys).
+    #[default]
+    Uniform,
+    /// Key `k` (from 0) gets a share proportional to `1 / (k + 1)^s`.
+    Zipf { s: f64 },
+}
+
+impl Skew {
+    /// The distribution of keys drawn with this skew over `n` keys.
+    pub fn over(self, n: u32) -> KeyDist {
+        match self {
+            Skew::Uniform => KeyDist::Uniform { n },
+            Skew::Zipf { s } => KeyDist::Zipf { n, s },
+        }
+    }
+
+    pub fn is_uniform(&self) -> bool {
+        *self == Skew::Uniform
+    }
+}
+
+impl std::fmt::Display for Skew {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Skew::Uniform => f.write_str("uniform"),
+            Skew::Zipf { s } => write!(f, "zipf:{s}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Skew {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("uniform") {
+            return Ok(Skew::Uniform);
+        }
+        let bad = || {
+            format!(
+                "key skew `{text}`: use `uniform` or `zipf:S` with an exponent S above 0 (`zipf:1.1`)"
+            )
+        };
+        let s = text
+            .strip_prefix("zipf:")
+            .ok_or_else(bad)?
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| bad())?;
+        if !s.is_finite() || s <= 0.0 {
+            return Err(bad());
+        }
+        Ok(Skew::Zipf { s })
+    }
+}
+
+impl Serialize for Skew {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Skew {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Draws key indices.
 #[derive(Debug, Clone)]
 pub struct KeySampler {
@@ -95,6 +169,21 @@ mod tests {
         }
         assert!(counts[0] > counts[10] * 5, "{:?}", &counts[..12]);
         assert!(counts.iter().sum::<u32>() == 20_000);
+    }
+
+    #[test]
+    fn skew_reads_and_writes_as_text() {
+        assert_eq!("uniform".parse::<Skew>(), Ok(Skew::Uniform));
+        assert_eq!("zipf:1.1".parse::<Skew>(), Ok(Skew::Zipf { s: 1.1 }));
+        assert_eq!(Skew::Zipf { s: 0.9 }.to_string(), "zipf:0.9");
+        for bad in ["zipf", "zipf:0", "zipf:-1", "zipf:x", "pareto:1"] {
+            let e = bad.parse::<Skew>().unwrap_err();
+            assert!(e.contains("uniform") && e.contains("zipf:S"), "{e}");
+        }
+        assert_eq!(
+            Skew::Zipf { s: 1.2 }.over(7),
+            KeyDist::Zipf { n: 7, s: 1.2 }
+        );
     }
 
     #[test]

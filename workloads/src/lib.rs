@@ -29,7 +29,7 @@ mod error;
 
 pub use db::{Backend, Db};
 pub use error::WorkloadError;
-pub use keys::KeyDist;
+pub use keys::{KeyDist, Skew};
 pub use ledger::{Committed, Ledger};
 pub use payload::PayloadDist;
 pub use writer::{LongTransactions, Mode, WriterConfig, WriterPool, WriterStats};

@@ -54,22 +54,18 @@ async fn prefilled_rows_decode_as_the_store_reads_them() {
     let (table, store) = outbox(&db).await;
     let ledger = Arc::new(Ledger::new());
     // More than one INSERT statement (2,000 rows each) and a short last one.
-    let backlog = Backlog {
-        rows: 4_101,
-        keys: 7,
-        value_bytes: 33,
-    };
+    let backlog = Backlog::uniform(4_101, 7, 33);
     prefill(&db.pool, &table, "t1", "run-a", backlog, &ledger)
         .await
         .unwrap();
     let rows = read_back(&store, "t1").await;
     assert_eq!(rows.len(), 4_101);
+    let expected: Vec<_> = backlog.rows().collect();
     for (i, (_, key, run, seq, len)) in rows.iter().enumerate() {
-        assert_eq!((*key, *seq), backlog.row(i as u64), "row {i}");
+        assert_eq!((*key, *seq), expected[i], "row {i}");
         assert_eq!((run.as_str(), *len), ("run-a", 33));
     }
     let committed: Vec<_> = ledger.take().iter().map(|c| (c.key, c.seq)).collect();
-    let expected: Vec<_> = (0..4_101).map(|i| backlog.row(i)).collect();
     assert_eq!(committed, expected);
     db.close().await.unwrap();
 }

@@ -58,11 +58,7 @@ async fn prefill_and_writers_are_harvested_exactly_as_the_ledger_says() {
         .unwrap();
 
     let ledger = Arc::new(Ledger::new());
-    let backlog = Backlog {
-        rows: 2_000,
-        keys: 50,
-        value_bytes: 64,
-    };
+    let backlog = Backlog::uniform(2_000, 50, 64);
     prefill(&db.pool, &table, &topic, &run, backlog, &ledger)
         .await
         .unwrap();

@@ -1,7 +1,9 @@
 //! `bench`: the capacity-planning benchmark. Maps arguments onto the `bench` library.
 //!
 //! ```text
-//! bench run [--profile quick|full] [--scenario NAME]... [--file my.toml] [--set k=v]...
+//! bench run [--profile quick|full|shapes|capacity] [--scenario NAME]... [--file my.toml]
+//!           [--set k=v]... [--keys N] [--key-skew uniform|zipf:S] [--partitions N]
+//!           [--value-bytes N] [--target-rate R]
 //!           [--database postgres://...|mysql://...] [--brokers HOST:PORT | --embedded]
 //! bench tune [--workload tune] [--sweep PATH=V1,V2,...]... [--p99-budget 500ms] [--quick]
 //! bench list
@@ -83,6 +85,22 @@ struct RunArgs {
     /// costs per record the run measured. A capacity run plans one member without it.
     #[arg(long, value_parser = positive_rate)]
     target_rate: Option<f64>,
+    /// The workload's keys: every selected scenario's backlog (or writers) over this many keys.
+    #[arg(long)]
+    keys: Option<u32>,
+    /// How the records spread over the keys: `uniform` or `zipf:S` (exponent S above 0).
+    #[arg(long, value_parser = parse_skew)]
+    key_skew: Option<workloads::Skew>,
+    /// Partitions of every selected scenario's topic.
+    #[arg(long)]
+    partitions: Option<i32>,
+    /// Value bytes of every record.
+    #[arg(long)]
+    value_bytes: Option<usize>,
+    /// Measure without warming the broker and the topics first (every scenario then pays for
+    /// a cold broker and a new topic; the report says so). For comparisons only.
+    #[arg(long)]
+    cold: bool,
     /// Port for the bench's own Postgres (pg-restart). Below Linux's ephemeral range
     /// (32768-60999): a port in it can be held by one of the run's own outgoing connections
     /// when the cluster starts.
@@ -205,7 +223,18 @@ fn run_options(r: RunArgs) -> bench::cli::RunOptions {
         private_pg_port: r.private_pg_port,
         autovacuum: r.autovacuum,
         target_rate: r.target_rate,
+        shape: bench::scenario::Shape {
+            keys: r.keys,
+            key_skew: r.key_skew,
+            partitions: r.partitions,
+            value_bytes: r.value_bytes,
+        },
+        cold: r.cold,
     }
+}
+
+fn parse_skew(s: &str) -> Result<workloads::Skew, String> {
+    s.parse()
 }
 
 /// A rate above 0 records/s.

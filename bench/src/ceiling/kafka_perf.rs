@@ -73,17 +73,17 @@ fn parse_line(line: &str) -> Option<Summary> {
     })
 }
 
-/// Runs ProducerPerformance for `records` records of `record_bytes` to a new topic of
-/// `partitions` on `broker` (a real cluster), deleting the topic after.
+/// Runs ProducerPerformance for `records` records of `record_bytes` to `topic` (of
+/// `partitions`, the ceilings' topic: warm on a run that warmed its broker) on `broker` (a real
+/// cluster).
 pub async fn measure(
     broker: &Broker,
+    topic: &str,
     records: u64,
     record_bytes: usize,
     partitions: i32,
 ) -> Result<KafkaProducerPerf, BenchError> {
-    let topic = testkit::names::topic("bench-kafka-perf");
-    broker.create_topic(&topic, partitions).await?;
-    let args = arguments(&topic, records, record_bytes, broker.bootstrap());
+    let args = arguments(topic, records, record_bytes, broker.bootstrap());
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(crate::workspace_root().join("scripts/kafka.sh"))
             .args(&args)
@@ -93,9 +93,7 @@ pub async fn measure(
     .map_err(|e| BenchError::Run(format!("the ProducerPerformance thread failed: {e}")))?
     .map_err(BenchError::io(
         "run scripts/kafka.sh tool ProducerPerformance",
-    ));
-    crate::broker::delete_topics(broker.bootstrap(), std::slice::from_ref(&topic)).await;
-    let output = output?;
+    ))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let summary = parse_summary(&stdout)
         .filter(|_| output.status.success())

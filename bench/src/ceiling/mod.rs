@@ -59,11 +59,7 @@ async fn fill(
     rows: u64,
     value_bytes: usize,
 ) -> Result<(), BenchError> {
-    let backlog = Backlog {
-        rows,
-        keys: 1000,
-        value_bytes,
-    };
+    let backlog = Backlog::uniform(rows, 1000, value_bytes);
     prefill(
         ground.db.clone(),
         table,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use workloads::Backend;
 
-use crate::ground::Ground;
+use crate::ground::{DataTopic, Ground};
 use crate::result::Ceilings;
 use crate::run::Bench;
 use crate::BenchError;
@@ -34,10 +34,21 @@ pub(super) async fn measure_ceilings(
     scale: f64,
     partitions: i32,
 ) -> Result<Ceilings, BenchError> {
+    let need = crate::result::Need {
+        partitions,
+        transactional: false,
+    };
+    let data = match bench.topics.get(need) {
+        Some(warm) => DataTopic::Shared {
+            name: warm.name.clone(),
+            partitions,
+        },
+        None => DataTopic::Own { partitions },
+    };
     let ground = Ground::new(
         &bench.database_url,
         &bench.broker,
-        partitions,
+        data,
         8,
         harvester::store::OutboxMode::MarkPurge,
     )
@@ -67,7 +78,7 @@ pub(super) async fn measure_ceilings(
         )
         .await?;
         eprintln!("   {:.0} records/s", producer.per_second);
-        let kafka_producer = kafka_producer_ceiling(bench, rows, partitions).await;
+        let kafka_producer = kafka_producer_ceiling(bench, rows, &ground).await;
         eprintln!("== ceilings: writers (4 writers, 10 rows/tx, closed loop, 3s)");
         let writers = crate::ceiling::writers(
             &ground,
@@ -96,8 +107,9 @@ pub(super) async fn measure_ceilings(
 async fn kafka_producer_ceiling(
     bench: &Bench,
     rows: u64,
-    partitions: i32,
+    ground: &Ground,
 ) -> Option<crate::ceiling::kafka_perf::KafkaProducerPerf> {
+    let partitions = ground.partitions();
     if bench.broker.embedded().is_some() {
         return None;
     }
@@ -105,8 +117,14 @@ async fn kafka_producer_ceiling(
         "== ceilings: Kafka's ProducerPerformance, {rows} records ({}, {partitions} partitions)",
         crate::ceiling::kafka_perf::PRODUCER_PROPS.join(" ")
     );
-    match crate::ceiling::kafka_perf::measure(&bench.broker, rows, CEILING_VALUE_BYTES, partitions)
-        .await
+    match crate::ceiling::kafka_perf::measure(
+        &bench.broker,
+        &ground.topic,
+        rows,
+        CEILING_VALUE_BYTES,
+        partitions,
+    )
+    .await
     {
         Ok(k) => {
             eprintln!(

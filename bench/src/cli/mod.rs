@@ -13,6 +13,7 @@ mod options;
 mod plots;
 mod prepare;
 mod tune;
+mod warm;
 
 use crate::report::{append_json, markdown};
 use crate::result::{Ceilings, Provenance, RunResult};
@@ -72,7 +73,8 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     let batch = effective_mark_batch(&bench);
     let ceilings = if o.ceilings {
         // The ceilings' topics get the drain's partitions, so the drain reads against them.
-        let partitions = file.scenario.get("drain").map_or(8, |d| d.partitions);
+        let drain = file.scenario.get("drain").map_or(8, |d| d.partitions);
+        let partitions = o.shape.partitions.unwrap_or(drain);
         measure_ceilings(&bench, o.scale, partitions).await?
     } else {
         Ceilings {
@@ -85,36 +87,13 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
     let mut skipped = Vec::new();
     let mut unsupported = Vec::new();
     for name in &names {
-        let scenario = file.scenario[name].clone().scaled(o.scale);
+        let scenario = file.scenario[name].clone().shaped(&o.shape).scaled(o.scale);
         if let Some(why) = unsupported_on(&bench, &scenario, &file.base) {
             eprintln!("== {name}: skipped on {}: {why}", bench.backend.name());
             unsupported.push((name.clone(), why));
             continue;
         }
-        let keys: Vec<Option<u32>> = if scenario.keys_sweep.is_empty() {
-            vec![None]
-        } else {
-            scenario.keys_sweep.iter().copied().map(Some).collect()
-        };
-        let fleets: Vec<Option<usize>> = if scenario.harvesters_sweep.is_empty() {
-            vec![None]
-        } else {
-            scenario
-                .harvesters_sweep
-                .iter()
-                .copied()
-                .map(Some)
-                .collect()
-        };
-        let variants: Vec<crate::run::Variant> = keys
-            .iter()
-            .flat_map(|k| {
-                fleets.iter().map(|h| crate::run::Variant {
-                    keys: *k,
-                    harvesters: *h,
-                })
-            })
-            .collect();
+        let variants = crate::run::Variant::all(&scenario);
         if let Some(b) = scenario.backlog {
             if let Some(short) =
                 disk_shortfall(&bench.database_url, bench.backend, b.rows, b.value_bytes).await

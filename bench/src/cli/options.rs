@@ -31,6 +31,12 @@ pub struct RunOptions {
     pub autovacuum: crate::pg::AutovacuumMode,
     /// The rate (records/s) the report's capacity plan sizes for, if any.
     pub target_rate: Option<f64>,
+    /// The workload's shape the user named (`--keys`, `--key-skew`, `--partitions`,
+    /// `--value-bytes`), on top of every selected scenario's.
+    pub shape: crate::scenario::Shape,
+    /// Skip warming the broker and the topics (a run that wants to see a cold broker: its
+    /// report says so).
+    pub cold: bool,
 }
 
 pub(super) fn load(file: Option<&Path>) -> Result<ScenarioFile, BenchError> {

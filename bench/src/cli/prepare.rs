@@ -14,6 +14,7 @@ use crate::report::append_json;
 use crate::result::Provenance;
 use crate::run::Bench;
 use crate::scenario::ScenarioFile;
+use crate::warm::TopicPool;
 use crate::BenchError;
 
 /// Everything a command needs before running scenarios.
@@ -32,6 +33,7 @@ async fn prepare(o: &RunOptions) -> Result<(Prepared, Option<crate::ground::Rest
     if !o.scale.is_finite() || o.scale <= 0.0 {
         return Err(bad("--scale must be above 0"));
     }
+    o.shape.validate().map_err(bad)?;
     let mut extra = Vec::new();
     for s in &o.set {
         let (k, v) = s
@@ -39,12 +41,7 @@ async fn prepare(o: &RunOptions) -> Result<(Prepared, Option<crate::ground::Rest
             .ok_or_else(|| bad(format!("--set {s}: use PATH=VALUE")))?;
         extra.push((k.to_owned(), v.to_owned()));
     }
-    // The scenarios this run selects, with their settings.
-    let selected = if o.scenarios.is_empty() {
-        file.profile(&o.profile).unwrap_or_default()
-    } else {
-        o.scenarios.clone()
-    };
+    let selected = selected(o, &file);
     let scenarios: Vec<_> = file
         .scenario
         .iter()
@@ -111,7 +108,9 @@ async fn prepare(o: &RunOptions) -> Result<(Prepared, Option<crate::ground::Rest
         extra,
         private_pg_port: o.private_pg_port,
         sasl_ssl,
+        topics: TopicPool::default(),
     };
+    provenance.cold = o.cold;
     let prepared = Prepared {
         file,
         bench,
@@ -120,6 +119,15 @@ async fn prepare(o: &RunOptions) -> Result<(Prepared, Option<crate::ground::Rest
         jsonl,
     };
     Ok((prepared, autovacuum))
+}
+
+/// The scenarios the command selects: `--scenario`s, else the profile's.
+pub(super) fn selected(o: &RunOptions, file: &ScenarioFile) -> Vec<String> {
+    if o.scenarios.is_empty() {
+        file.profile(&o.profile).unwrap_or_default()
+    } else {
+        o.scenarios.clone()
+    }
 }
 
 /// The run's broker: the mock with `--embedded` or when no cluster is named, else the cluster
@@ -205,8 +213,14 @@ where
     F: FnOnce(Prepared) -> Fut,
     Fut: std::future::Future<Output = Result<T, BenchError>>,
 {
-    let (prepared, restore) = prepare(o).await?;
-    let outcome = body(prepared).await;
+    let (mut prepared, restore) = prepare(o).await?;
+    let warmed = super::warm::warm(o, &mut prepared).await;
+    let pool = prepared.bench.topics.clone();
+    let outcome = match warmed {
+        Ok(()) => body(prepared).await,
+        Err(e) => Err(e),
+    };
+    pool.delete().await;
     if let Some(r) = restore {
         r.restore().await;
     }

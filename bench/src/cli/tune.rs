@@ -41,7 +41,13 @@ pub fn tune(
 }
 
 async fn tune_inner(o: TuneOptions) -> Result<TuneSummary, BenchError> {
-    prepared(&o.run, |p| tune_prepared(&o, p)).await
+    // What the command prepares for (its warm topics, the sessions it fits) is the swept
+    // scenario.
+    let run = RunOptions {
+        scenarios: vec![o.scenario.clone()],
+        ..o.run.clone()
+    };
+    prepared(&run, |p| tune_prepared(&o, p)).await
 }
 
 async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummary, BenchError> {

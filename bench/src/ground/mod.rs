@@ -1,6 +1,10 @@
 //! A scenario's private ground: a schema (Postgres) or a database (MariaDB/MySQL) of its own,
 //! dropped afterwards, with the outbox table, topics, and the reaper config file.
 //!
+//! The data topic is the ground's own (created here, deleted with it), or on a real broker a
+//! warm topic the bench run's scenarios share (`crate::warm`): then the ground notes where each
+//! partition's log ends as it is laid, and the run's records are those after.
+//!
 //! It sits below both the run and the ceilings, which measure on the same ground. The backend
 //! is the URL's scheme, looked at once here ([`Ground::new`], [`server`]); everything that
 //! differs between backends is a [`Database`] method (a scenario's schema) or a [`Server`]
@@ -36,6 +40,15 @@ pub fn server(backend: Backend) -> Box<dyn Server> {
     }
 }
 
+/// Where a ground's records go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataTopic {
+    /// A topic of its own, created with this many partitions and deleted with the ground.
+    Own { partitions: i32 },
+    /// A topic that exists and stays (a warm topic of the run), with its partitions.
+    Shared { name: String, partitions: i32 },
+}
+
 /// A schema (Postgres) or database (MariaDB) with its outbox table; dropped on
 /// [`Ground::drop_schema`].
 #[derive(Debug)]
@@ -46,6 +59,11 @@ pub struct Ground {
     pub table: TableName,
     pub db: Db,
     pub topic: String,
+    /// Per partition of `topic`, the offset this ground's records begin at (all 0 on a topic
+    /// of its own).
+    pub starts: Vec<i64>,
+    /// Whether `topic` is the ground's own, deleted with it.
+    owns_topic: bool,
     pub group: String,
     /// The backend's side of everything above.
     database: Arc<dyn Database>,
@@ -55,7 +73,7 @@ impl Ground {
     pub async fn new(
         url: &str,
         broker: &Broker,
-        partitions: i32,
+        data: DataTopic,
         pool_size: u32,
         mode: OutboxMode,
     ) -> Result<Ground, BenchError> {
@@ -68,20 +86,24 @@ impl Ground {
         };
         let table = database.table("outbox").await?;
         database.prepare(&table, mode).await?;
-        let topic = names::topic("bench");
-        if broker.embedded().is_some() {
-            broker.create_topic(&topic, partitions).await?;
-        } else {
-            // Kept whole whatever the cluster's own retention: the verifier reads every record,
-            // and a capacity run's backlog can outlast a short log.retention.ms or .bytes.
-            broker
-                .create_topic_with(
-                    &topic,
-                    partitions,
-                    &[("retention.ms", "-1"), ("retention.bytes", "-1")],
+        let (topic, starts, owns_topic) = match data {
+            DataTopic::Own { partitions } => {
+                let topic = names::topic("bench");
+                create_data_topic(broker, &topic, partitions).await?;
+                (
+                    topic,
+                    vec![0; usize::try_from(partitions).unwrap_or(0)],
+                    true,
                 )
-                .await?;
-        }
+            }
+            DataTopic::Shared { name, partitions } => {
+                let client = ClientSettings::plaintext(broker.bootstrap());
+                let starts = tokio::task::block_in_place(|| {
+                    crate::receipts::log_ends(&client, &name, partitions)
+                })?;
+                (name, starts, false)
+            }
+        };
         let group = names::unique("bench");
         broker.create_topic(&format!("{group}.neli"), 1).await?;
         // For `leader.kind = "neli_buckets"` (scale-out) on the embedded broker, which cannot
@@ -101,6 +123,8 @@ impl Ground {
             table,
             db: database.db(),
             topic,
+            starts,
+            owns_topic,
             group,
             database,
         })
@@ -141,6 +165,11 @@ impl Ground {
         let path = std::env::temp_dir().join(format!("{}.toml", self.group));
         std::fs::write(&path, text).map_err(BenchError::io(format!("write {}", path.display())))?;
         Ok(path)
+    }
+
+    /// Partitions of the data topic.
+    pub fn partitions(&self) -> i32 {
+        i32::try_from(self.starts.len()).unwrap_or(i32::MAX)
     }
 
     /// The database's backend.
@@ -197,11 +226,13 @@ impl Ground {
             tracing::info!(topic = %self.topic, "topics kept");
             return;
         }
-        let topics = [
-            self.topic.clone(),
+        let mut topics = vec![
             format!("{}.neli", self.group),
             format!("{}.neli-buckets", self.group),
         ];
+        if self.owns_topic {
+            topics.push(self.topic.clone());
+        }
         crate::broker::delete_topics(broker.bootstrap(), &topics).await;
     }
 
@@ -209,4 +240,26 @@ impl Ground {
     pub async fn drop_schema(self) {
         self.database.drop_schema().await;
     }
+}
+
+/// Creates a data topic: on a real cluster kept whole whatever the cluster's own retention (the
+/// verifier reads every record, and a capacity run's backlog can outlast a short
+/// `log.retention.ms` or `.bytes`).
+pub async fn create_data_topic(
+    broker: &Broker,
+    topic: &str,
+    partitions: i32,
+) -> Result<(), BenchError> {
+    if broker.embedded().is_some() {
+        broker.create_topic(topic, partitions).await?;
+    } else {
+        broker
+            .create_topic_with(
+                topic,
+                partitions,
+                &[("retention.ms", "-1"), ("retention.bytes", "-1")],
+            )
+            .await?;
+    }
+    Ok(())
 }

@@ -12,6 +12,7 @@ mod cpu;
 mod pace;
 mod provenance;
 mod topic;
+mod warm;
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +24,7 @@ pub use cpu::{database_label, Bound, CpuUsage};
 pub use pace::{Pace, Rates, KEEP_UP_SHARE};
 pub use provenance::{redacted_command, Provenance, Tree};
 pub use topic::TopicSizing;
+pub use warm::{Need, Round, WarmTopic, WarmUp, Warming};
 
 /// A run's correctness: the part of its verdict the exit code goes by (the other part, whether
 /// it kept up, is [`Pace`]). `passed` is true only for [`Verdict::Passed`].

@@ -30,6 +30,13 @@ pub struct Provenance {
     /// The broker's kind, version, settings and the producers' acks.
     #[serde(default)]
     pub broker_facts: BrokerFacts,
+    /// How the broker and the topics were warmed before anything was measured (`None`: not
+    /// warmed: the embedded broker, or `--cold`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_up: Option<crate::result::WarmUp>,
+    /// The run was asked to measure a cold broker (`--cold`).
+    #[serde(default)]
+    pub cold: bool,
 }
 
 /// A command line for a report, with any URL's password masked (`--database
@@ -119,6 +126,8 @@ impl Provenance {
             mariadb: None,
             broker: broker.to_owned(),
             broker_facts: BrokerFacts::default(),
+            warm_up: None,
+            cold: false,
         }
     }
 }

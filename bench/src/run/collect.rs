@@ -92,7 +92,7 @@ pub(super) async fn collect(
     }
     let stopped = stop_fleet(case, &mut fleet, measured);
     let log_records = tokio::task::block_in_place(|| {
-        crate::receipts::log_records(&case.client, &ground.topic, case.topic.partitions)
+        crate::receipts::log_records(&case.client, &ground.topic, &ground.starts)
     })?;
     let unverifiable = unverifiable(&case.topic);
     let reading = Reading {
@@ -245,7 +245,7 @@ async fn receipts(
             let r = verify_after(
                 &case.client,
                 &ground.topic,
-                case.topic.partitions,
+                &ground.starts,
                 case.run_id,
                 reading.offsets,
                 reading.broker_kind,

@@ -102,7 +102,7 @@ fn sample_broker(pid: u32) -> Option<BrokerSample> {
 }
 
 /// CPU seconds of a real broker's processes on this machine, summed; `None` without any.
-fn sample_kafka(pids: &[u32]) -> Option<f64> {
+pub(crate) fn kafka_cpu_seconds(pids: &[u32]) -> Option<f64> {
     (!pids.is_empty()).then(|| {
         pids.iter()
             .filter_map(|pid| stat_seconds(&format!("/proc/{pid}/stat")))
@@ -262,7 +262,7 @@ impl CpuMeter {
             database: local_database.unwrap_or_default(),
             broker_pid,
             broker: broker_pid.and_then(sample_broker),
-            kafka_first: sample_kafka(&kafka_pids),
+            kafka_first: kafka_cpu_seconds(&kafka_pids),
             kafka_pids,
             postgres,
             sampling,
@@ -309,7 +309,7 @@ impl CpuMeter {
             }
             _ => (
                 self.kafka_first
-                    .zip(sample_kafka(&self.kafka_pids))
+                    .zip(kafka_cpu_seconds(&self.kafka_pids))
                     .map(|(a, b)| (b - a).max(0.0)),
                 None,
                 None,

@@ -155,14 +155,14 @@ async fn drain(
 pub(super) async fn verify_after(
     client: &ClientSettings,
     topic: &str,
-    partitions: i32,
+    starts: &[i64],
     run_id: &str,
     offsets: Offsets,
     broker: BrokerKind,
     no_progress: Duration,
 ) -> Result<Receiver, BenchError> {
-    let end = tokio::task::block_in_place(|| crate::receipts::log_end(client, topic, partitions))?;
-    let receiver = Receiver::start(client, topic, partitions, run_id, offsets, broker)?;
+    let end = tokio::task::block_in_place(|| crate::receipts::log_end(client, topic, starts))?;
+    let receiver = Receiver::start(client, topic, starts, run_id, offsets, broker)?;
     let bar = ProgressBar::new(end).with_message("verifying");
     bar.set_style(
         ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} offsets read ({per_sec})")

@@ -46,9 +46,9 @@ use testkit::verify::ClientSettings;
 use testkit::Broker;
 use workloads::Backend;
 
-use crate::ground::Ground;
+use crate::ground::{DataTopic, Ground};
 use crate::pg::PrivateCluster;
-use crate::result::{Pace, RunResult, TopicSizing, Verdict};
+use crate::result::{Need, Pace, RunResult, TopicSizing, Verdict};
 use crate::scenario::{Base, Kind, Listener, Scenario};
 use crate::BenchError;
 use harvester::store::OutboxMode;
@@ -69,6 +69,8 @@ pub struct Bench {
     /// The run's broker's SASL_SSL listener, for scenarios with `listener = "sasl_ssl"`, or why
     /// it has none (said when such a scenario runs).
     pub sasl_ssl: Result<ClientSettings, String>,
+    /// The warm topics the scenarios share on the run's broker (none on the embedded broker).
+    pub topics: crate::warm::TopicPool,
 }
 
 impl Bench {
@@ -95,24 +97,53 @@ async fn until(at: Instant) {
     tokio::time::sleep_until(at.into()).await;
 }
 
-/// One run of a scenario's sweeps: a `keys_sweep` and a `harvesters_sweep` value, each if set.
+/// One run of a scenario's sweeps: a `keys_sweep`, `partitions_sweep` and `harvesters_sweep`
+/// value, each if set.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Variant {
     pub keys: Option<u32>,
+    pub partitions: Option<i32>,
     pub harvesters: Option<usize>,
 }
 
 impl Variant {
-    /// `name`, `name/10-keys`, `name/4-harvesters`, or both.
+    /// `name`, `name/10-keys`, `name/64-partitions`, `name/4-harvesters`, or several.
     pub fn label(&self, name: &str) -> String {
         let mut label = name.to_owned();
         if let Some(k) = self.keys {
             label.push_str(&format!("/{k}-keys"));
         }
+        if let Some(p) = self.partitions {
+            label.push_str(&format!("/{p}-partitions"));
+        }
         if let Some(h) = self.harvesters {
             label.push_str(&format!("/{h}-harvesters"));
         }
         label
+    }
+
+    /// Every variant of `scenario`'s sweeps (one without any).
+    pub fn all(scenario: &Scenario) -> Vec<Variant> {
+        fn each<T: Copy>(sweep: &[T]) -> Vec<Option<T>> {
+            if sweep.is_empty() {
+                vec![None]
+            } else {
+                sweep.iter().copied().map(Some).collect()
+            }
+        }
+        let mut out = Vec::new();
+        for keys in each(&scenario.keys_sweep) {
+            for partitions in each(&scenario.partitions_sweep) {
+                for harvesters in each(&scenario.harvesters_sweep) {
+                    out.push(Variant {
+                        keys,
+                        partitions,
+                        harvesters,
+                    });
+                }
+            }
+        }
+        out
     }
 }
 
@@ -128,6 +159,9 @@ pub async fn run(
     let mut scenario = scenario.clone();
     if let Some(h) = variant.harvesters {
         scenario.harvesters = h;
+    }
+    if let Some(p) = variant.partitions {
+        scenario.partitions = p;
     }
     let scenario = &scenario;
     let started_at = chrono::Utc::now().to_rfc3339();
@@ -164,7 +198,23 @@ pub async fn run(
     });
     let mode = outbox_mode(bench, scenario);
     let client = bench.client(name, scenario, &broker)?;
-    let ground = Ground::new(&url, &broker, topic.partitions, writers_n + 4, mode).await?;
+    let need = Need {
+        partitions: topic.partitions,
+        transactional: scenario.transactional(&bench.base, &bench.extra),
+    };
+    // The run's warm topic of this shape, where the scenario publishes to the run's broker.
+    let data = match bench.topics.get(need) {
+        Some(warm) if kafka.is_none() && !faults_on_mock && topic.partitions == topic.requested => {
+            DataTopic::Shared {
+                name: warm.name.clone(),
+                partitions: topic.partitions,
+            }
+        }
+        _ => DataTopic::Own {
+            partitions: topic.partitions,
+        },
+    };
+    let ground = Ground::new(&url, &broker, data, writers_n + 4, mode).await?;
     let case = Case {
         label: &label,
         scenario,
@@ -316,10 +366,23 @@ mod tests {
 
     #[test]
     fn variants_are_labelled_by_their_sweeps() {
-        let v = |keys, harvesters| Variant { keys, harvesters }.label("s");
+        let v = |keys, harvesters| {
+            Variant {
+                keys,
+                partitions: None,
+                harvesters,
+            }
+            .label("s")
+        };
         assert_eq!(v(None, None), "s");
         assert_eq!(v(Some(10), None), "s/10-keys");
         assert_eq!(v(None, Some(4)), "s/4-harvesters");
         assert_eq!(v(Some(1), Some(2)), "s/1-keys/2-harvesters");
+        let shaped = Variant {
+            keys: Some(1000),
+            partitions: Some(64),
+            harvesters: None,
+        };
+        assert_eq!(shaped.label("shapes"), "shapes/1000-keys/64-partitions");
     }
 }

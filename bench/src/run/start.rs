@@ -64,7 +64,7 @@ pub(super) async fn start(
         Some(Receiver::start(
             &case.client,
             &ground.topic,
-            case.topic.partitions,
+            &ground.starts,
             case.run_id,
             offsets,
             broker_kind,
@@ -122,8 +122,9 @@ async fn prefill_backlog(
     };
     let backlog = Backlog {
         rows: b.rows,
-        keys: b.keys,
+        keys: case.keys.unwrap_or(b.keys),
         value_bytes: b.value_bytes,
+        skew: b.key_skew,
     };
     let how = ground.database().prefill_method();
     eprintln!("[{}] pre-filling {} rows ({how})", case.label, b.rows);

@@ -138,11 +138,7 @@ async fn run_in(
         .await?;
     ground.broker.create_topic(&leader, 1).await?;
     let run_id = testkit::names::unique("versus");
-    let backlog = Backlog {
-        rows: workload.rows,
-        keys: workload.keys,
-        value_bytes: workload.value_bytes,
-    };
+    let backlog = Backlog::uniform(workload.rows, workload.keys, workload.value_bytes);
     prefill_goharvest(pool, &table, topic, &run_id, backlog).await?;
     let config = ground.dir.join(format!("{schema}.yaml"));
     let group = format!("{topic}-group");
@@ -254,8 +250,7 @@ async fn verify(
     outcome: &mut Outcome,
 ) -> Result<(), BenchError> {
     let mut verifier = Verifier::new();
-    for i in 0..backlog.rows {
-        let (k, seq) = backlog.row(i);
+    for (k, seq) in backlog.rows() {
         verifier.expect(topic, workloads::key_name(k).as_bytes(), seq);
     }
     let mut options = ConsumeOptions::new(ground.broker.bootstrap(), &[topic], run_id);

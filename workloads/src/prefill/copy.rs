@@ -44,18 +44,18 @@ pub(super) async fn prefill(
         "COPY {} (topic, kafka_key, kafka_value, header_keys, header_values) FROM STDIN",
         table.quoted()
     );
-    let rows = backlog.rows;
-    let mut start = 0;
-    while start < rows {
-        let end = (start + CHUNK).min(rows);
-        let mut text = String::with_capacity(((end - start) as usize) * (value_hex.len() + 80));
-        for i in start..end {
-            let (k, seq) = backlog.row(i);
+    let mut rows = backlog.rows();
+    loop {
+        let chunk = super::chunk(&mut rows, CHUNK);
+        if chunk.is_empty() {
+            break;
+        }
+        let mut text = String::with_capacity(chunk.len() * (value_hex.len() + 80));
+        for &(k, seq) in &chunk {
             copy_line(&mut text, topic, &key_name(k), &value_hex, &run_hex, seq);
         }
         copy_in(pool, &statement, text).await?;
-        backlog.committed(start..end, ledger);
-        start = end;
+        Backlog::committed(&chunk, ledger);
     }
     analyze(pool, table).await
 }

@@ -47,16 +47,17 @@ pub async fn prefill_goharvest(
         "COPY {} (create_time, kafka_topic, kafka_key, kafka_value, kafka_header_keys, kafka_header_values) FROM STDIN",
         table.quoted()
     );
-    let mut start = 0;
-    while start < backlog.rows {
-        let end = (start + CHUNK).min(backlog.rows);
-        let mut text = String::with_capacity(((end - start) as usize) * (value.len() + 60));
-        for i in start..end {
-            let (k, seq) = backlog.row(i);
+    let mut rows = backlog.rows();
+    loop {
+        let chunk = super::chunk(&mut rows, CHUNK);
+        if chunk.is_empty() {
+            break;
+        }
+        let mut text = String::with_capacity(chunk.len() * (value.len() + 60));
+        for &(k, seq) in &chunk {
             copy_line(&mut text, topic, &key_name(k), &value, run, seq);
         }
         super::copy::copy_in(pool, &statement, text).await?;
-        start = end;
     }
     super::copy::analyze(pool, table).await
 }

@@ -48,26 +48,26 @@ pub(super) async fn prefill(
 ) -> Result<(), WorkloadError> {
     let value = vec![b'v'; backlog.value_bytes];
     let full = statement(table, ROWS_PER_INSERT);
-    let mut start = 0;
-    while start < backlog.rows {
-        let end = (start + CHUNK).min(backlog.rows);
+    let mut rows = backlog.rows();
+    loop {
+        let chunk = super::chunk(&mut rows, CHUNK);
+        if chunk.is_empty() {
+            break;
+        }
         let mut tx = pool
             .begin()
             .await
             .map_err(WorkloadError::db("begin a pre-fill transaction"))?;
-        let mut from = start;
-        while from < end {
-            let to = (from + ROWS_PER_INSERT).min(end);
+        for part in chunk.chunks(ROWS_PER_INSERT as usize) {
             let short;
-            let sql = if to - from == ROWS_PER_INSERT {
+            let sql = if part.len() as u64 == ROWS_PER_INSERT {
                 &full
             } else {
-                short = statement(table, to - from);
+                short = statement(table, part.len() as u64);
                 &short
             };
             let mut query = sqlx::query(sql);
-            for i in from..to {
-                let (k, seq) = backlog.row(i);
+            for &(k, seq) in part {
                 let (names, values) = header_columns(run, seq);
                 query = query
                     .bind(topic)
@@ -80,13 +80,11 @@ pub(super) async fn prefill(
                 .execute(&mut *tx)
                 .await
                 .map_err(WorkloadError::db("insert pre-fill rows"))?;
-            from = to;
         }
         tx.commit()
             .await
             .map_err(WorkloadError::db("commit pre-fill rows"))?;
-        backlog.committed(start..end, ledger);
-        start = end;
+        Backlog::committed(&chunk, ledger);
     }
     pool.execute(format!("ANALYZE TABLE {}", quoted(table)).as_str())
         .await

@@ -1,0 +1,177 @@
+//! The broker's warm-up, by the workload itself: drains of the `warm-up` scenario (the quick
+//! drain's shape, half its backlog, verified after it) until the broker's CPU per record
+//! delivered stops falling, then the run's warm topics ([`crate::warm`]).
+//!
+//! Why drains and not a producer loop: a producer filling large batches warmed the JVM's
+//! per-byte paths in four rounds (16 -> 5 µs/rec) while the harvester's first drains after it
+//! still cost the broker 16-24 µs/rec, falling to 7-9 only after several more; the broker's
+//! per-request and per-batch paths are what an outbox relay's traffic (one record per key in
+//! flight, many small batches) runs through, and only that traffic warms them.
+
+use testkit::verify::ClientSettings;
+
+use super::prepare::Prepared;
+use super::RunOptions;
+use crate::result::{Need, Round, Warming};
+use crate::run::{Bench, Variant};
+use crate::scenario::{Listener, Scenario, ScenarioFile};
+use crate::warm::{settled, TopicPool, BROKER_RULE, TOPIC_RULE, VALUE_BYTES};
+use crate::BenchError;
+
+/// The scenario whose drains warm the broker (a user's file may reshape it).
+pub const WARM_UP: &str = "warm-up";
+
+/// Warms the run's broker and makes its warm topics, unless the broker is the embedded one or
+/// the command asked for a cold broker (`--cold`).
+pub(super) async fn warm(o: &RunOptions, p: &mut Prepared) -> Result<(), BenchError> {
+    if o.cold || p.bench.broker.embedded().is_some() {
+        return Ok(());
+    }
+    let selected = super::prepare::selected(o, &p.file);
+    let warm_up = warm_up_scenario(&p.file, o.scale)?;
+    let mut needs = needs(o, &p.file, &selected, &p.bench);
+    // The warm-up's drains go to a warm topic too: a topic deleted after each drain would be
+    // deleted from the disk a minute later (`file.delete.delay.ms`), in the middle of a later
+    // drain, and charged to it.
+    needs.push(Need {
+        partitions: warm_up.partitions,
+        transactional: false,
+    });
+    needs.sort();
+    needs.dedup();
+    // The topics first (each by producer rounds), then the broker by drains into them.
+    let pids = crate::run::listeners::broker_pids(p.bench.broker.bootstrap());
+    let cpu = move || crate::run::cpu::kafka_cpu_seconds(&pids);
+    p.bench.topics =
+        TopicPool::prepare(&p.bench.broker, &needs, VALUE_BYTES, &TOPIC_RULE, &cpu).await?;
+    let mut warm = crate::result::WarmUp {
+        topics: p.bench.topics.topics().to_vec(),
+        ..Default::default()
+    };
+    for listener in listeners(&p.file, &selected, &p.bench) {
+        eprintln!(
+            "== warm-up: the broker, by drains through its {} listener",
+            listener.name()
+        );
+        let scenario = Scenario {
+            listener,
+            ..warm_up.clone()
+        };
+        let w = warm_broker(&p.bench, &scenario).await?;
+        eprintln!("   {}", w.describe());
+        warm.broker.push((listener.name().to_owned(), w));
+    }
+    crate::report::append_json(&p.jsonl, &serde_json::json!({ "warm_up": warm }))?;
+    p.provenance.warm_up = Some(warm);
+    Ok(())
+}
+
+/// The [`WARM_UP`] scenario at the run's scale.
+fn warm_up_scenario(file: &ScenarioFile, scale: f64) -> Result<Scenario, BenchError> {
+    Ok(file
+        .scenario
+        .get(WARM_UP)
+        .cloned()
+        .ok_or_else(|| super::options::bad(format!("no scenario {WARM_UP}")))?
+        .scaled(scale))
+}
+
+/// Drains of `scenario` (the [`WARM_UP`] scenario through one listener) until the broker's CPU per record stops falling by
+/// [`BROKER_RULE`] (where the broker is not on this machine: the drain's wall time per record).
+async fn warm_broker(bench: &Bench, scenario: &Scenario) -> Result<Warming, BenchError> {
+    let started = std::time::Instant::now();
+    let mut w = Warming {
+        topic: format!("a topic of {} partitions per drain", scenario.partitions),
+        partitions: scenario.partitions,
+        ..Warming::default()
+    };
+    loop {
+        let r = crate::run::run(bench, WARM_UP, scenario, Variant::default()).await?;
+        if !r.passed {
+            return Err(BenchError::Run(format!(
+                "a warm-up drain did not verify ({}): {}",
+                r.verdict, r.verdict_note
+            )));
+        }
+        let records = crate::capacity::records_of(&r).max(1);
+        let per_record = |s: f64| s * 1e6 / records as f64;
+        let drain = r.drain.unwrap_or_default();
+        let round = Round {
+            records,
+            produce_seconds: r.cpu.wall_seconds,
+            read_seconds: drain.verified_after_s.unwrap_or(0.0),
+            produce_broker_us: r.cpu.broker_cpu_seconds.map(per_record),
+            read_broker_us: None,
+        };
+        eprintln!(
+            "   round {}: {:.0} rec/s, broker {}",
+            w.rounds.len() + 1,
+            round.produce_rate(),
+            round
+                .produce_broker_us
+                .map_or_else(|| "CPU not measured".into(), |us| format!("{us:.1} µs/rec"))
+        );
+        w.rounds.push(round);
+        let costs: Vec<f64> = w.rounds.iter().map(Round::cost).collect();
+        w.settled = settled(&costs, &BROKER_RULE);
+        if w.settled
+            || w.rounds.len() >= BROKER_RULE.max_rounds
+            || started.elapsed() >= BROKER_RULE.max_time
+        {
+            break;
+        }
+    }
+    w.seconds = started.elapsed().as_secs_f64();
+    Ok(w)
+}
+
+/// The warm topics the selected scenarios need on the run's broker (each variant's partitions,
+/// idempotent or transactional), and the ceilings' (the drain's partitions).
+pub(super) fn needs(
+    o: &RunOptions,
+    file: &ScenarioFile,
+    selected: &[String],
+    bench: &Bench,
+) -> Vec<Need> {
+    let mut needs = std::collections::BTreeSet::new();
+    if o.ceilings {
+        let drain = file.scenario.get("drain").map_or(8, |d| d.partitions);
+        needs.insert(Need {
+            partitions: o.shape.partitions.unwrap_or(drain),
+            transactional: false,
+        });
+    }
+    for name in selected {
+        let Some(s) = file.scenario.get(name) else {
+            continue;
+        };
+        let s = s.clone().shaped(&o.shape);
+        if !s.on_run_broker() {
+            continue;
+        }
+        let transactional = s.transactional(&bench.base, &bench.extra);
+        for v in Variant::all(&s) {
+            needs.insert(Need {
+                partitions: v.partitions.unwrap_or(s.partitions),
+                transactional,
+            });
+        }
+    }
+    needs.into_iter().collect()
+}
+
+/// The listeners the broker is warmed through: the plaintext one, and the SASL_SSL one when a
+/// selected scenario uses it (and the broker has it).
+fn listeners(file: &ScenarioFile, selected: &[String], bench: &Bench) -> Vec<Listener> {
+    let secured = selected.iter().any(|n| {
+        file.scenario
+            .get(n)
+            .is_some_and(|s| s.listener == Listener::SaslSsl)
+    });
+    let usable: Result<&ClientSettings, _> = bench.sasl_ssl.as_ref();
+    if secured && usable.is_ok() {
+        vec![Listener::Plaintext, Listener::SaslSsl]
+    } else {
+        vec![Listener::Plaintext]
+    }
+}
