@@ -20,16 +20,6 @@ pub(crate) fn drains(runs: &[RunResult]) -> Vec<&RunResult> {
     d
 }
 
-/// The records a drain's costs are divided by: those the verifier saw, or, for a size that was
-/// not verified (it saw none), those the harvesters had acknowledged.
-pub(crate) fn records_of(r: &RunResult) -> u64 {
-    if r.correctness.delivered > 0 {
-        r.correctness.delivered
-    } else {
-        r.harvester_acks
-    }
-}
-
 fn per_record_us(seconds: Option<f64>, records: u64) -> String {
     match seconds {
         Some(s) if records > 0 => format!("{:.1}", s / records as f64 * 1e6),
@@ -59,7 +49,7 @@ pub fn section(runs: &[RunResult], skipped: &[String]) -> String {
     for r in &d {
         let rate = r.drain_records_per_s.unwrap_or(0.0);
         let ratio = base.map_or_else(|| "–".into(), |b| format!("{:.2}", rate / b.max(1e-9)));
-        let n = records_of(r);
+        let n = r.records();
         s.push_str(&format!(
             "| {} | {} | {:.0} | {} | {:?} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.scenario,

@@ -42,6 +42,7 @@
 //!   its own ceilings, those that only make sense on Postgres skipped with the reason).
 
 pub mod analysis;
+pub mod batching;
 pub mod broker;
 pub mod capacity;
 pub mod ceiling;

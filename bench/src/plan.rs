@@ -31,7 +31,7 @@ struct Costs {
 
 fn costs(runs: &[RunResult]) -> Option<Costs> {
     let r = *crate::capacity::drains(runs).last()?;
-    let n = crate::capacity::records_of(r);
+    let n = r.records();
     if n == 0 {
         return None;
     }

@@ -433,21 +433,66 @@ pub struct Receiver {
     thread: Option<std::thread::JoinHandle<Result<Collected, BenchError>>>,
 }
 
-fn watermarks(
+/// Every partition's (log start, log end) of `topic`: two ListOffsets requests for the whole
+/// topic (earliest, latest), not two per partition (256 partitions took 23 s that way here). A
+/// partition whose leader does not serve yet (a topic just created) is asked again for up to
+/// 30 s.
+pub fn watermarks(
     consumer: &BaseConsumer,
     topic: &str,
     partitions: i32,
 ) -> Result<Vec<(i64, i64)>, BenchError> {
-    (0..partitions)
-        .map(|p| {
-            consumer
-                .fetch_watermarks(topic, p, Duration::from_secs(10))
-                .map_err(|source| BenchError::Kafka {
-                    action: format!("read watermarks of {topic}/{p}"),
-                    source,
-                })
-        })
-        .collect()
+    let low = offsets_at(consumer, topic, partitions, Offset::Beginning)?;
+    let high = offsets_at(consumer, topic, partitions, Offset::End)?;
+    Ok(low.into_iter().zip(high).collect())
+}
+
+/// Every partition's offset at `at` (`Beginning`: the log start, `End`: the log end), asked of
+/// the leaders as ListOffsets by timestamp (-2, -1).
+fn offsets_at(
+    consumer: &BaseConsumer,
+    topic: &str,
+    partitions: i32,
+    at: Offset,
+) -> Result<Vec<i64>, BenchError> {
+    let kafka = |source| BenchError::Kafka {
+        action: format!("read the offsets of {topic}"),
+        source,
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut asked = TopicPartitionList::new();
+        for p in 0..partitions {
+            asked.add_partition_offset(topic, p, at).map_err(kafka)?;
+        }
+        let answer = consumer
+            .offsets_for_times(asked, Duration::from_secs(10))
+            .map_err(kafka)
+            .and_then(|tpl| {
+                tpl.elements()
+                    .iter()
+                    .map(|e| match (e.error(), e.offset()) {
+                        (Ok(()), Offset::Offset(o)) => Ok(o),
+                        (Err(source), _) => Err(kafka(source)),
+                        (Ok(()), other) => Err(BenchError::Run(format!(
+                            "{topic}/{}: no offset in the answer ({other:?})",
+                            e.partition()
+                        ))),
+                    })
+                    .collect::<Result<Vec<i64>, BenchError>>()
+            });
+        match answer {
+            Ok(v) if v.len() == usize::try_from(partitions).unwrap_or(0) => return Ok(v),
+            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(v) => {
+                return Err(BenchError::Run(format!(
+                    "{topic}: offsets of {} partitions in the answer, {partitions} asked",
+                    v.len()
+                )))
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 impl Receiver {

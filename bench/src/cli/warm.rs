@@ -93,7 +93,7 @@ async fn warm_broker(bench: &Bench, scenario: &Scenario) -> Result<Warming, Benc
                 r.verdict, r.verdict_note
             )));
         }
-        let records = crate::capacity::records_of(&r).max(1);
+        let records = r.records().max(1);
         let per_record = |s: f64| s * 1e6 / records as f64;
         let drain = r.drain.unwrap_or_default();
         let round = Round {

@@ -6,13 +6,16 @@
 //! others.
 
 mod ceilings;
+mod cpu;
 mod notes;
 mod per_run;
 mod provenance;
 mod rolling;
 mod scenarios;
+mod shapes;
 #[cfg(test)]
 mod tests;
+mod warm;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -41,8 +44,11 @@ pub fn markdown(
             .unwrap_or_default(),
         provenance::title_lines(p, &format!("Benchmark run {}", p.run_id)),
         provenance::lines(p, runs),
+        warm::section(p),
         ceilings::section(p, ceilings),
         scenarios::table(ceilings, runs),
+        cpu::section(runs),
+        shapes::section(runs),
         per_run::section(runs),
         notes::inconclusive(runs),
         notes::fell_behind(runs),

@@ -36,6 +36,9 @@ fn run_lines(r: &RunResult) -> String {
         let receipt = r.latency_from_commit_ms.map(|l| l.mean);
         let _ = writeln!(s, "  - {}", crate::stages::describe(stages, receipt));
     }
+    if let Some(b) = &r.batching {
+        let _ = writeln!(s, "  - producers: {}", b.describe());
+    }
     if let Some(line) = eviction_line(r) {
         let _ = writeln!(s, "  - {line}");
     }

@@ -20,7 +20,7 @@ use crate::analysis::{Correctness, Percentiles};
 use crate::receipts::PartitionLog;
 use crate::scenario::Kind;
 pub use ceilings::Ceilings;
-pub use cpu::{database_label, Bound, CpuUsage};
+pub use cpu::{database_label, Bound, CpuUsage, PerRecord};
 pub use pace::{Pace, Rates, KEEP_UP_SHARE};
 pub use provenance::{redacted_command, Provenance, Tree};
 pub use topic::TopicSizing;
@@ -208,6 +208,12 @@ pub struct RunResult {
     /// Where the harvesters' time went, stage by stage (`crate::stages`).
     #[serde(default)]
     pub stages: Option<Vec<crate::stages::Stage>>,
+    /// How their producers batched: records per produce request and per partition batch.
+    #[serde(default)]
+    pub batching: Option<crate::batching::Batching>,
+    /// The backlog the run drained, as it ran (a sweep's keys in place).
+    #[serde(default)]
+    pub backlog: Option<crate::scenario::BacklogSpec>,
     /// Set when the scenario ran on another broker than the run's, and why ("on the mock:
     /// injected request errors").
     #[serde(default)]
@@ -223,6 +229,26 @@ fn one() -> u64 {
 }
 
 impl RunResult {
+    /// The records per-record figures divide by: those the verifier saw, or, where it read
+    /// nothing, those the harvesters had acknowledged.
+    pub fn records(&self) -> u64 {
+        if self.correctness.delivered > 0 {
+            self.correctness.delivered
+        } else {
+            self.harvester_acks
+        }
+    }
+
+    /// The run's rate: its drain rate, else what it delivered while writers wrote.
+    pub fn rate(&self) -> Option<f64> {
+        self.drain_records_per_s.or(self.sustained_records_per_s)
+    }
+
+    /// CPU per delivered record over the measured part.
+    pub fn per_record(&self) -> Option<PerRecord> {
+        PerRecord::of(&self.cpu, self.records(), self.rate())
+    }
+
     /// The scenario's name, with the broker it ran on when that is not the run's.
     pub fn label(&self) -> String {
         match &self.broker_note {

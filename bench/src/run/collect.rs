@@ -13,6 +13,7 @@ use super::measure::Measured;
 use super::start::{pg_snapshot, Started};
 use super::Case;
 use crate::analysis::{analyse, Analysis};
+use crate::batching::Batching;
 use crate::broker::BrokerKind;
 use crate::dbwork::DbWork;
 use crate::fleet::{Fleet, Member, ProcStats};
@@ -38,6 +39,7 @@ pub(super) struct Evidence {
     /// (member, when it acquired leadership), every acquisition.
     pub acquired: Vec<(usize, Instant)>,
     pub stages: Option<Vec<Stage>>,
+    pub batching: Option<Batching>,
     /// Records the stalled leader of a failover-zombie run had in flight when stopped.
     pub zombie_in_flight: Option<u64>,
     pub harvester_acks: u64,
@@ -139,6 +141,7 @@ pub(super) async fn collect(
         procs: stopped.procs,
         acquired: stopped.acquired,
         stages: stopped.stages,
+        batching: stopped.batching,
         zombie_in_flight: stopped.zombie_in_flight,
         harvester_acks: stopped.harvester_acks,
         db_work,
@@ -161,6 +164,7 @@ struct Stopped {
     procs: ProcStats,
     acquired: Vec<(usize, Instant)>,
     stages: Option<Vec<Stage>>,
+    batching: Option<Batching>,
     zombie_in_flight: Option<u64>,
     harvester_acks: u64,
     db_work: DbWork,
@@ -177,7 +181,9 @@ fn stop_fleet(case: &Case<'_>, fleet: &mut Fleet, measured: &Measured) -> Stoppe
         .flat_map(|(i, m)| m.acquired().into_iter().map(move |a| (i, a)))
         .collect();
     let addrs: Vec<_> = fleet.members.iter().map(|m| m.http).collect();
-    let stages = tokio::task::block_in_place(|| crate::stages::scrape(&addrs));
+    let texts = tokio::task::block_in_place(|| crate::stages::scrape(&addrs));
+    let stages = crate::stages::from_expositions(&texts);
+    let batching = crate::batching::from_expositions(&texts);
     tokio::task::block_in_place(|| fleet.stop());
     let zombie_in_flight = measured
         .faulted
@@ -204,6 +210,7 @@ fn stop_fleet(case: &Case<'_>, fleet: &mut Fleet, measured: &Measured) -> Stoppe
         procs,
         acquired,
         stages,
+        batching,
         zombie_in_flight,
         harvester_acks,
         db_work,

@@ -105,6 +105,11 @@ pub(super) fn judge(
             .collect(),
         rolling: measured.rolled,
         stages: ev.stages,
+        batching: ev.batching,
+        backlog: scenario.backlog.map(|b| crate::scenario::BacklogSpec {
+            keys: case.keys.unwrap_or(b.keys),
+            ..b
+        }),
         broker_note: None,
         listener: scenario.listener,
     })

@@ -236,6 +236,7 @@ pub async fn run(
     ground.drop_schema().await;
     let mut result = outcome?;
     result.started_at = started_at;
+
     if faults_on_mock && bench.broker.embedded().is_none() {
         result.broker_note = Some("on the mock: injected request errors".into());
     }

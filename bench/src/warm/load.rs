@@ -223,19 +223,13 @@ fn consumer(client: &ClientSettings) -> Result<BaseConsumer, BenchError> {
         .map_err(kafka("create the warm-up reader"))
 }
 
-/// Each partition's end offset (its high watermark).
+/// Each partition's end offset (its high watermark); a partition whose leader does not serve
+/// yet is asked again for up to 30 s.
 pub fn ends(consumer: &BaseConsumer, topic: &str, partitions: i32) -> Result<Vec<i64>, BenchError> {
-    (0..partitions)
-        .map(|p| {
-            consumer
-                .fetch_watermarks(topic, p, Duration::from_secs(30))
-                .map(|(_, high)| high)
-                .map_err(|source| BenchError::Kafka {
-                    action: format!("read the end of {topic}/{p}"),
-                    source,
-                })
-        })
-        .collect()
+    Ok(crate::receipts::watermarks(consumer, topic, partitions)?
+        .into_iter()
+        .map(|(_, high)| high)
+        .collect())
 }
 
 /// Reads every partition from `start` to `end`; an error if that takes over a minute.

@@ -9,9 +9,9 @@
 //! left open would hold back every read_committed reader of its partitions, including the next
 //! scenario's verifier.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::BaseConsumer;
 use testkit::verify::ClientSettings;
 use testkit::Broker;
 
@@ -122,7 +122,8 @@ impl TopicPool {
     }
 }
 
-/// Creates `topic` as a data topic and waits until every partition has a leader.
+/// Creates `topic` as a data topic and waits until every partition's leader serves it (answers
+/// for its log end).
 pub(super) async fn create(
     broker: &Broker,
     topic: &str,
@@ -136,34 +137,5 @@ pub(super) async fn create(
             action: "create a metadata client".into(),
             source,
         })?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let led = tokio::task::block_in_place(|| {
-            consumer
-                .fetch_metadata(Some(topic), Duration::from_secs(10))
-                .map(|m| {
-                    m.topics().first().is_some_and(|t| {
-                        t.partitions().len() == usize::try_from(partitions).unwrap_or(0)
-                            && t.partitions().iter().all(|p| p.leader() >= 0)
-                    })
-                })
-        });
-        match led {
-            Ok(true) => return Ok(()),
-            _ if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Ok(false) => {
-                return Err(BenchError::Run(format!(
-                    "{topic}: not every one of its {partitions} partitions had a leader within 60 s"
-                )))
-            }
-            Err(source) => {
-                return Err(BenchError::Kafka {
-                    action: format!("read the metadata of {topic}"),
-                    source,
-                })
-            }
-        }
-    }
+    tokio::task::block_in_place(|| load::ends(&consumer, topic, partitions)).map(|_| ())
 }

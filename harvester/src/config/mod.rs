@@ -335,6 +335,14 @@ pub(crate) fn forced_producer(
     forced
 }
 
+/// librdkafka's setting for how often a client emits its statistics.
+const STATISTICS_KEY: &str = "statistics.interval.ms";
+
+/// The producers' statistics every second unless `statistics.interval.ms` is set: what they
+/// sent (requests, records, partition batches) becomes the `harvester_kafka_*` metrics. One
+/// emission costs a JSON document per producer (about 1 KB per partition it writes to).
+pub const PRODUCER_STATISTICS_MS: u64 = 1000;
+
 /// librdkafka's bound on a transaction's life (and so on its messages' delivery timeout).
 const TXN_TIMEOUT: &str = "transaction.timeout.ms";
 
@@ -481,6 +489,12 @@ impl Config {
             }
             if self.sets_gapless() {
                 c.set(GAPLESS, "true");
+            }
+            if [&self.producer_kafka, &self.kafka]
+                .iter()
+                .all(|k| k.get(STATISTICS_KEY).is_none())
+            {
+                c.set(STATISTICS_KEY, PRODUCER_STATISTICS_MS.to_string());
             }
             if self.publish.transactional().is_some()
                 && self.producer_kafka.get(TXN_TIMEOUT).is_none()

@@ -18,6 +18,7 @@ use crate::error::ConfigProblem;
 
 mod reach;
 mod secrets;
+pub mod statistics;
 
 pub use crate::error::code_name;
 pub use reach::{refusal, Wanted};

@@ -25,6 +25,11 @@ pub const DB_ERRORS: &str = "harvester_db_errors_total";
 pub const PIPELINE_RESTARTS: &str = "harvester_pipeline_restarts_total";
 pub const TXN_COMMITTED: &str = "harvester_transactions_committed_total";
 pub const TXN_ABORTED: &str = "harvester_transactions_aborted_total";
+// What the producers sent, from librdkafka's statistics: records per request and per batch.
+pub const PRODUCE_REQUESTS: &str = "harvester_kafka_produce_requests_total";
+pub const RECORDS_SENT: &str = "harvester_kafka_records_sent_total";
+pub const PARTITION_BATCHES: &str = "harvester_kafka_partition_batches_total";
+pub const PARTITION_BATCH_RECORDS: &str = "harvester_kafka_partition_batch_records_total";
 
 // Gauges.
 pub const IN_FLIGHT_RECORDS: &str = "harvester_in_flight_records";
@@ -82,6 +87,10 @@ pub const ALL: &[&str] = &[
     PIPELINE_RESTARTS,
     TXN_COMMITTED,
     TXN_ABORTED,
+    PRODUCE_REQUESTS,
+    RECORDS_SENT,
+    PARTITION_BATCHES,
+    PARTITION_BATCH_RECORDS,
     IN_FLIGHT_RECORDS,
     IN_FLIGHT_KEYS,
     PARTITIONS_SHORT,

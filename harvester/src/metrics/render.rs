@@ -56,6 +56,7 @@ pub(super) fn render(h: &Harvester, table: Option<Backlog>) -> String {
     let mut e = Exposition::default();
     e.gauge(n::UP, "1 while the harvester process serves metrics.", 1.0);
     counters(&mut e, s);
+    sent(&mut e, s);
     pipeline_gauges(&mut e, s);
     leadership(&mut e, h);
     store(&mut e, h, table);
@@ -126,6 +127,31 @@ fn counters(e: &mut Exposition, s: &Stats) {
         n::TXN_ABORTED,
         "Transactions aborted; their rows were reset and sent again.",
         &s.txn_aborted,
+    );
+}
+
+/// What the producers sent, from librdkafka's statistics (every second unless
+/// `statistics.interval.ms` says otherwise; the last second's are not in yet).
+fn sent(e: &mut Exposition, s: &Stats) {
+    e.counter(
+        n::PRODUCE_REQUESTS,
+        "Produce requests the producers sent (librdkafka's statistics).",
+        &s.produce_requests,
+    );
+    e.counter(
+        n::RECORDS_SENT,
+        "Records the producers transmitted, retries included (librdkafka's statistics).",
+        &s.records_sent,
+    );
+    e.counter(
+        n::PARTITION_BATCHES,
+        "Partition batches (message sets) the producers sent (librdkafka's statistics).",
+        &s.partition_batches,
+    );
+    e.counter(
+        n::PARTITION_BATCH_RECORDS,
+        "Records in those partition batches (librdkafka's statistics).",
+        &s.partition_batch_records,
     );
 }
 

@@ -24,8 +24,10 @@ use tokio::sync::mpsc;
 
 use super::diagnose::PartitionHealth;
 use crate::error::Error;
+use crate::kafka::statistics::SentSince;
 use crate::kafka::Wanted;
 use crate::outbox::OutboxRecord;
+use crate::stats::Stats;
 use crate::Result;
 
 /// Identifies a send: the term's epoch, the shard's transaction (0 in idempotent mode) and the
@@ -47,11 +49,26 @@ pub struct Report {
 pub struct BridgeContext {
     reports: mpsc::UnboundedSender<Report>,
     shard: usize,
+    /// Where librdkafka's statistics go (what the producer sent), and its counters so far.
+    stats: Option<Arc<Stats>>,
+    sent: Mutex<SentSince>,
 }
 
 impl ClientContext for BridgeContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
         crate::kafka::log_to_tracing(&format!("shard-{}", self.shard), level, fac, message);
+    }
+
+    fn stats_raw(&self, statistics: &[u8]) {
+        let Some(stats) = &self.stats else {
+            return;
+        };
+        if let Some(sent) = self.sent.lock().absorb(statistics) {
+            Stats::add(&stats.produce_requests, sent.requests);
+            Stats::add(&stats.records_sent, sent.records);
+            Stats::add(&stats.partition_batches, sent.batches);
+            Stats::add(&stats.partition_batch_records, sent.batch_records);
+        }
     }
 }
 
@@ -122,11 +139,13 @@ impl ShardProducer {
     /// transaction coordinator (`init_transactions`, which blocks for up to `init_timeout`):
     /// that bumps the id's epoch, so whatever a previous owner of the id still sends is refused
     /// by the broker from then on, and its open transaction is aborted.
+    /// What it sends is added to `stats`, when given.
     pub fn new(
         shard: usize,
         config: &ClientConfig,
         transactional_id: Option<String>,
         init_timeout: Duration,
+        stats: Option<Arc<Stats>>,
     ) -> Result<Arc<Self>> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut config = config.clone();
@@ -138,7 +157,12 @@ impl ShardProducer {
             config.set("enable.sparse.connections", "false");
         }
         let producer: ThreadedProducer<BridgeContext> = config
-            .create_with_context(BridgeContext { reports: tx, shard })
+            .create_with_context(BridgeContext {
+                reports: tx,
+                shard,
+                stats,
+                sent: Mutex::default(),
+            })
             .map_err(Error::kafka(format!(
                 "create the producer of shard {shard}"
             )))?;
@@ -351,7 +375,7 @@ mod tests {
         for (k, v) in extra {
             config.set(*k, *v);
         }
-        ShardProducer::new(0, &config, None, Duration::from_secs(1)).unwrap()
+        ShardProducer::new(0, &config, None, Duration::from_secs(1), None).unwrap()
     }
 
     #[test]

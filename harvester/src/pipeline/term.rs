@@ -203,7 +203,8 @@ impl Registration {
                         during: "its producers were being registered",
                     });
                 }
-                let producer = ShardProducer::new(i, &config, id, init_timeout)?;
+                let stats = Some(Arc::clone(&ctx.stats));
+                let producer = ShardProducer::new(i, &config, id, init_timeout, stats)?;
                 Ok((!fence_only).then_some(producer))
             })
         });

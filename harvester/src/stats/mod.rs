@@ -69,6 +69,13 @@ pub struct Stats {
     pub in_flight_limit: AtomicI64,
     pub mark_batch_limit: AtomicI64,
     pub producer_shards: AtomicI64,
+    /// What the producers sent, from librdkafka's statistics (`kafka::statistics`): produce
+    /// requests, records transmitted, and the partition batches they went in with their
+    /// records.
+    pub produce_requests: AtomicU64,
+    pub records_sent: AtomicU64,
+    pub partition_batches: AtomicU64,
+    pub partition_batch_records: AtomicU64,
     /// Transactions committed and aborted (transactional mode).
     pub txn_committed: AtomicU64,
     pub txn_aborted: AtomicU64,
