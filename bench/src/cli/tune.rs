@@ -16,7 +16,8 @@ pub struct TuneOptions {
     /// `path=v1,v2,...`; empty for the default sweeps.
     pub sweeps: Vec<String>,
     pub quick: bool,
-    pub p99_budget_ms: f64,
+    /// The p99 budget; `None`: twice the defaults' own p99 in the sweep's controls.
+    pub p99_budget_ms: Option<f64>,
     /// Runs per value (in rounds); the figures are medians.
     pub repeat: usize,
 }
@@ -84,11 +85,21 @@ async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummar
             .map(|s| crate::tune::Dimension::parse(s))
             .collect::<Result<_, _>>()?
     };
-    let points = crate::tune::sweep(&bench, &o.scenario, &scenario, &dimensions, o.repeat).await?;
-    for p in &points {
+    let sweep = crate::tune::sweep(&bench, &o.scenario, &scenario, &dimensions, o.repeat).await?;
+    for p in &sweep.points {
         append_json(&jsonl, p)?;
     }
-    let recommendations = crate::tune::recommend(&points, o.p99_budget_ms);
+    append_json(&jsonl, &serde_json::json!({ "control": sweep.control }))?;
+    let (budget, budget_note) = match (o.p99_budget_ms, crate::tune::budget_for(&sweep.control)) {
+        (Some(b), _) => (b, String::new()),
+        (None, Some(b)) => (b, ": twice the defaults' own p99 in this sweep".to_owned()),
+        (None, None) => (
+            f64::INFINITY,
+            ": none, the workload has no latency".to_owned(),
+        ),
+    };
+    let recommendations = crate::tune::recommend(&sweep.points, &sweep.control, budget);
+    let points = sweep.points.clone();
     let mut files = vec![jsonl.display().to_string()];
     for dim in &dimensions {
         let mine: Vec<&crate::tune::Point> = points.iter().filter(|p| p.path == dim.path).collect();
@@ -144,9 +155,10 @@ async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummar
         scenario.description
     );
     md.push_str(&crate::tune::markdown(
-        &points,
+        &sweep,
         &recommendations,
-        o.p99_budget_ms,
+        budget,
+        &budget_note,
     ));
     let md_path = o.run.out.join(format!("{run_id}-tune.md"));
     std::fs::write(&md_path, &md)
