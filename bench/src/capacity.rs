@@ -10,12 +10,28 @@
 use crate::plot::Series;
 use crate::result::RunResult;
 
-/// Drain runs (a backlog, a drain rate), smallest backlog first.
+/// Drain runs (a backlog, a drain rate, no fault) of the largest drain's shape (keys, skew,
+/// value size, partitions): the same drain at each size, smallest backlog first. Drains of
+/// other shapes (a `shapes` sweep beside them) are the plan's business, not this section's.
 pub(crate) fn drains(runs: &[RunResult]) -> Vec<&RunResult> {
-    let mut d: Vec<&RunResult> = runs
+    let plain: Vec<&RunResult> = runs
         .iter()
         .filter(|r| r.drain_records_per_s.is_some() && r.failover.is_none() && r.stall_ms.is_none())
         .collect();
+    let shape = |r: &RunResult| {
+        r.backlog.map(|b| {
+            (
+                b.keys,
+                b.key_skew.to_string(),
+                b.value_bytes,
+                r.topic.partitions,
+            )
+        })
+    };
+    let Some(largest) = plain.iter().max_by_key(|r| r.committed).map(|r| shape(r)) else {
+        return Vec::new();
+    };
+    let mut d: Vec<&RunResult> = plain.into_iter().filter(|r| shape(r) == largest).collect();
     d.sort_by_key(|r| r.committed);
     d
 }

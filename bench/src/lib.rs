@@ -56,6 +56,7 @@ pub mod ground;
 pub mod mariadb;
 pub mod pg;
 pub mod plan;
+pub mod plan_shapes;
 pub mod plot;
 pub mod receipts;
 pub mod recovery;

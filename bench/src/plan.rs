@@ -1,5 +1,7 @@
-//! The capacity plan at the end of a capacity run: what one member sustains on this hardware,
-//! and what a stated target rate needs, from the costs per record the run measured.
+//! The capacity plan at the end of a capacity run: what one member sustains on this hardware
+//! for the workload's shape (keys, skew, partitions, value size: the profile's, or what the
+//! command line names), what a stated target rate needs, from the costs per record the run
+//! measured, and how the rate moves with keys and partitions (the run's `shapes` sweep).
 //!
 //! Why: a planner asks how many harvesters, and how many cores for Postgres and the brokers, a
 //! rate needs; the run measured every cost per record that answer is made of. The plan keeps
@@ -20,6 +22,8 @@ pub const HEADROOM: f64 = 0.3;
 struct Costs {
     scenario: String,
     rows: u64,
+    /// The drain's shape: its backlog (keys, skew, value size) and partitions.
+    backlog: Option<crate::scenario::BacklogSpec>,
     partitions: i32,
     cores: usize,
     rate: f64,
@@ -39,6 +43,7 @@ fn costs(runs: &[RunResult]) -> Option<Costs> {
     Some(Costs {
         scenario: r.scenario.clone(),
         rows: r.committed,
+        backlog: r.backlog,
         partitions: r.topic.partitions,
         cores: r.cpu.cores.max(1),
         rate: r.drain_records_per_s?,
@@ -66,11 +71,12 @@ pub fn section(runs: &[RunResult], target: Option<f64>) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "\n## Capacity plan (from {}, {} rows)\n\n**Measured** in this run, one member on {} cores \
-         shared with Postgres and the broker, {} partitions: drain {:.0} rec/s; CPU per record: \
+        "\n## Capacity plan (from {}, {} rows; shape: {})\n\n**Measured** in this run, one member on {} cores \
+         shared with Postgres and the broker, on a warm topic of {} partitions: drain {:.0} rec/s; CPU per record: \
          harvester {:.1} µs, Postgres {}, broker {}; WAL {}.\n\n",
         c.scenario,
         c.rows,
+        shape_of(&c),
         c.cores,
         c.partitions,
         c.rate,
@@ -86,8 +92,10 @@ pub fn section(runs: &[RunResult], target: Option<f64>) -> String {
             c.rate * (1.0 - HEADROOM),
             format!(
                 "round trips, not CPU: the three processes together would saturate the {} cores \
-                 at {cpu_rate:.0} rec/s, and the member drained {:.0}",
-                c.cores, c.rate
+                 at {cpu_rate:.0} rec/s, and the member drained {:.0}, {:.2} of that",
+                c.cores,
+                c.rate,
+                c.rate / cpu_rate.max(1e-9)
             ),
         )
     } else {
@@ -95,8 +103,10 @@ pub fn section(runs: &[RunResult], target: Option<f64>) -> String {
             cpu_rate * (1.0 - HEADROOM),
             format!(
                 "this machine's CPU: the three processes together saturate the {} cores at \
-                 {cpu_rate:.0} rec/s",
-                c.cores
+                 {cpu_rate:.0} rec/s ({}); the member drained {:.2} of that",
+                c.cores,
+                heaviest(&c),
+                c.rate / cpu_rate.max(1e-9)
             ),
         )
     };
@@ -106,10 +116,41 @@ pub fn section(runs: &[RunResult], target: Option<f64>) -> String {
          {binds}.\n",
         HEADROOM * 100.0
     );
+    s.push_str(&crate::plan_shapes::section(runs, &c.backlog, c.partitions));
     if let Some(t) = target {
         s.push_str(&target_plan(&c, member, t));
     }
     s
+}
+
+/// `10000 keys (uniform), 256 partitions, 200 B values`.
+fn shape_of(c: &Costs) -> String {
+    match c.backlog {
+        Some(b) => format!(
+            "{} keys ({}), {} partitions, {} B values",
+            b.keys, b.key_skew, c.partitions, b.value_bytes
+        ),
+        None => format!("{} partitions", c.partitions),
+    }
+}
+
+/// The process with the largest cost per record, and its share of the sum.
+fn heaviest(c: &Costs) -> String {
+    let all = [
+        ("harvester", Some(c.harvester_us)),
+        ("Postgres", c.postgres_us),
+        ("broker", c.broker_us),
+    ];
+    let sum: f64 = all.iter().filter_map(|(_, v)| *v).sum();
+    all.iter()
+        .filter_map(|(n, v)| Some((*n, (*v)?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or_else(String::new, |(n, v)| {
+            format!(
+                "{n} the heaviest, {v:.1} µs/rec, {:.0} % of it",
+                v / sum.max(1e-9) * 100.0
+            )
+        })
 }
 
 /// The extrapolated needs of `target` records/s, `member` records/s a member (the one-member
@@ -165,7 +206,8 @@ fn binds_first(c: &Costs, pg: Option<f64>, broker: Option<f64>) -> String {
     match (pg, broker) {
         (Some(p), _) if p > cores => format!(
             "Postgres, the one resource members cannot spread: {p:.1} cores on one primary, \
-             more than this machine's {cores:.0}"
+             {:.1}x this machine's {cores:.0}",
+            p / cores
         ),
         (Some(p), Some(b)) if b >= p => {
             format!("the brokers ({b:.1} cores over the cluster; Postgres {p:.1} on one primary)")
@@ -233,6 +275,7 @@ mod tests {
         Costs {
             scenario: "drain-10m".into(),
             rows: 10_000_000,
+            backlog: None,
             partitions: 256,
             cores: 2,
             rate,

@@ -294,7 +294,8 @@ pub struct Scenario {
 }
 
 /// The workload's shape as a user names it (`bench run --keys --key-skew --partitions
-/// --value-bytes`): each field given replaces the scenario's, and the sweep over it.
+/// --value-bytes`): each field given replaces the scenario's own. A scenario that sweeps keys
+/// or partitions (`shapes`, `hot-keys`) keeps its sweep: the sweep is what it measures.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Shape {
     /// Keys of the backlog, or the writers' keys.
@@ -491,16 +492,12 @@ impl Scenario {
         Ok(())
     }
 
-    /// The scenario in the `shape` a user named (each given field replaces the scenario's, and
-    /// the sweep over it): a backlog's keys, skew and value size, the writers' keys, skew and
-    /// value size, the topic's partitions.
+    /// The scenario in the `shape` a user named (each given field replaces the scenario's; a
+    /// sweep over keys or partitions stays): a backlog's keys, skew and value size, the writers'
+    /// keys, skew and value size, the topic's partitions.
     pub fn shaped(mut self, shape: &Shape) -> Self {
         if let Some(p) = shape.partitions {
             self.partitions = p;
-            self.partitions_sweep.clear();
-        }
-        if shape.keys.is_some() {
-            self.keys_sweep.clear();
         }
         if let Some(b) = self.backlog.as_mut() {
             b.keys = shape.keys.unwrap_or(b.keys);
@@ -784,6 +781,45 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("sasl_ssl"), "{e}");
+    }
+
+    #[test]
+    fn a_shape_from_the_command_line_replaces_the_scenario_s_and_keeps_its_sweeps() {
+        let f = ScenarioFile::builtin();
+        let shape = Shape {
+            keys: Some(5000),
+            key_skew: Some(Skew::Zipf { s: 1.1 }),
+            partitions: Some(32),
+            value_bytes: Some(1000),
+        };
+        assert_eq!(
+            shape.describe(),
+            "5000 keys, zipf:1.1, 32 partitions, 1000 B values"
+        );
+        let d = f.scenario["capacity-1m"].clone().shaped(&shape);
+        let b = d.backlog.unwrap();
+        assert_eq!((b.rows, b.keys, b.value_bytes), (1_000_000, 5000, 1000));
+        assert_eq!((b.key_skew, d.partitions), (Skew::Zipf { s: 1.1 }, 32));
+        let s = f.scenario["steady"].clone().shaped(&shape);
+        let w = s.writers.unwrap();
+        assert_eq!(w.keys, KeyDist::Zipf { n: 5000, s: 1.1 });
+        assert_eq!(w.payload, PayloadDist::Fixed { bytes: 1000 });
+        // The shapes sweep keeps sweeping keys and partitions, in the skew and size given.
+        let sh = f.scenario["shapes"].clone().shaped(&shape);
+        assert_eq!(sh.keys_sweep, [1000, 10000, 100000]);
+        assert_eq!(sh.partitions_sweep, [8, 64, 256]);
+        assert_eq!(sh.backlog.unwrap().key_skew, Skew::Zipf { s: 1.1 });
+        assert!(Shape {
+            keys: Some(0),
+            ..Shape::default()
+        }
+        .validate()
+        .unwrap_err()
+        .contains("--keys"));
+        assert!(f
+            .profile("capacity")
+            .unwrap()
+            .contains(&"shapes".to_owned()));
     }
 
     #[test]
