@@ -44,6 +44,7 @@
 pub mod analysis;
 pub mod batching;
 pub mod broker;
+pub mod calibrate;
 pub mod capacity;
 pub mod ceiling;
 pub mod cli;

@@ -122,6 +122,8 @@ async fn run_prepared(o: &RunOptions, prepared: Prepared) -> Result<Summary, Ben
             runs.push(result);
         }
     }
+    let mut provenance = provenance;
+    provenance.loop_ms.1 = Some(crate::calibrate::loop_ms());
     let plots = write_plots(&o.out, &run_id, &runs)?;
     let mut md = markdown(&provenance, &ceilings, &runs, &plots);
     md.push_str(&crate::report::unsupported_section(

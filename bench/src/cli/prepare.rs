@@ -111,6 +111,7 @@ async fn prepare(o: &RunOptions) -> Result<(Prepared, Option<crate::ground::Rest
         topics: TopicPool::default(),
     };
     provenance.cold = o.cold;
+    provenance.loop_ms.0 = Some(crate::calibrate::loop_ms());
     let prepared = Prepared {
         file,
         bench,

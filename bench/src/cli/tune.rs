@@ -148,9 +148,12 @@ async fn tune_prepared(o: &TuneOptions, prepared: Prepared) -> Result<TuneSummar
             files.push(path.display().to_string());
         }
     }
+    let mut provenance = provenance;
+    provenance.loop_ms.1 = Some(crate::calibrate::loop_ms());
     let mut md = format!(
-        "{}- scenario: {} ({})\n\n",
+        "{}{}- scenario: {} ({})\n\n",
         crate::report::head(&provenance, &format!("Tuning sweep {run_id}")),
+        crate::report::speed_line(&provenance).map_or(String::new(), |l| format!("- {l}\n")),
         o.scenario,
         scenario.description
     );

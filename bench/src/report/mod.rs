@@ -26,7 +26,7 @@ use serde::Serialize;
 use crate::result::{Ceilings, Provenance, RunResult};
 use crate::BenchError;
 pub use per_run::cpu_line;
-pub use provenance::{banner, effective_settings, head, tree_warning};
+pub use provenance::{banner, effective_settings, head, speed_line, tree_warning};
 
 /// The Markdown summary: a banner first when no commit reproduces it, then a warning when the
 /// run measured without autovacuum, then the sections.

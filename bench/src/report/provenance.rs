@@ -51,6 +51,9 @@ pub(super) fn title_lines(p: &Provenance, title: &str) -> String {
 /// The database's and the harvesters' lines under the head.
 pub(super) fn lines(p: &Provenance, runs: &[RunResult]) -> String {
     let mut s = String::new();
+    if let Some(line) = speed_line(p) {
+        let _ = writeln!(s, "- {line}");
+    }
     let pg = &p.postgres;
     if let Some(m) = &p.mariadb {
         let _ = writeln!(s, "- {}", m.line());
@@ -76,6 +79,19 @@ pub(super) fn lines(p: &Provenance, runs: &[RunResult]) -> String {
         );
     }
     s
+}
+
+/// The machine's speed at the run's start and end, from the calibration loop.
+pub fn speed_line(p: &Provenance) -> Option<String> {
+    let (start, end) = p.loop_ms;
+    let start = start?;
+    Some(match end {
+        Some(end) => format!(
+            "machine speed: a fixed CPU loop took {start:.0} ms at the start and {end:.0} ms at the end ({:+.0} %); figures of runs whose loop times differ were measured on a faster or slower machine",
+            (end / start - 1.0) * 100.0
+        ),
+        None => format!("machine speed: a fixed CPU loop took {start:.0} ms at the start"),
+    })
 }
 
 /// The settings a capacity plan depends on, as the harvester resolves them.

@@ -37,6 +37,10 @@ pub struct Provenance {
     /// The run was asked to measure a cold broker (`--cold`).
     #[serde(default)]
     pub cold: bool,
+    /// A fixed CPU loop's milliseconds at the run's start and end (`crate::calibrate`): the
+    /// machine's own speed, which moves figures between runs.
+    #[serde(default)]
+    pub loop_ms: (Option<f64>, Option<f64>),
 }
 
 /// A command line for a report, with any URL's password masked (`--database
@@ -128,6 +132,7 @@ impl Provenance {
             broker_facts: BrokerFacts::default(),
             warm_up: None,
             cold: false,
+            loop_ms: (None, None),
         }
     }
 }
