@@ -29,6 +29,15 @@ fn run_lines(r: &RunResult) -> String {
         let _ = writeln!(s, "  - {}", drain_line(&d));
     }
     let _ = writeln!(s, "  - {}", cpu_line(&r.cpu));
+    if let (Some(rates), Some(l)) = (r.pace.and_then(|p| p.rates()), r.latency_from_commit_ms) {
+        if rates.writers_short() {
+            let _ = writeln!(
+                s,
+                "  - the writers fell behind their target, so latency from the intended start counts their own queueing: from the commit, p50 {:.1} / p99 {:.1} ms",
+                l.p50, l.p99
+            );
+        }
+    }
     if let Some(w) = &r.db_work {
         let _ = writeln!(s, "  - {}", w.describe());
     }

@@ -85,10 +85,13 @@ fn verdict(r: &RunResult) -> &'static str {
 fn pace(p: Option<Pace>) -> String {
     match p {
         Some(Pace::KeptUp(r)) => format!("kept up ({:.2})", r.share()),
-        // Everything written was delivered, but the writers wrote short of their target.
+        // Everything written was delivered, but the writers wrote short of their target: the
+        // relay kept up, the load generator did not.
         Some(Pace::FellBehind(r)) if r.share() >= KEEP_UP_SHARE => format!(
-            "**fell behind** (writers {:.0} of {:.0} rec/s target)",
-            r.written_per_s, r.target_per_s
+            "relay kept up ({:.2}); **writers fell behind** ({:.0} of {:.0} rec/s target)",
+            r.share(),
+            r.written_per_s,
+            r.target_per_s
         ),
         Some(Pace::FellBehind(r)) => format!(
             "**fell behind** ({:.0} of {:.0} rec/s written, {:.2})",

@@ -302,7 +302,7 @@ fn the_summary_shows_both_parts_of_each_verdict() {
     );
     assert!(
         row("latency-500").starts_with(
-            "| latency-500 | passed | **fell behind** (writers 202 of 500 rec/s target) |"
+            "| latency-500 | passed | relay kept up (1.00); **writers fell behind** (202 of 500 rec/s target) |"
         ),
         "{md}"
     );
