@@ -9,6 +9,9 @@
 //! fails on 4.x. Topics (the data topic and each relay's leader topic) are created before the
 //! relay starts; the broker creates none on its own.
 //!
+//! The broker is warmed first, by drains of our reaper until its CPU per record stops falling
+//! ([`warm`]), so neither relay pays for a JVM's warm-up.
+//!
 //! Each workload is a pre-filled backlog drained to the empty table: how fast, what each
 //! relay's processes, Postgres and the broker spent per record (CPU, WAL, transactions, index
 //! tuples), and whether every record arrived in per-key order ([`case`]); the failover
@@ -17,6 +20,7 @@
 mod case;
 mod relay;
 mod render;
+mod warm;
 mod watch;
 
 use std::path::{Path, PathBuf};
@@ -198,6 +202,16 @@ async fn run_inner(o: &VersusOptions) -> Result<(PathBuf, bool), BenchError> {
         binaries: &o.binaries,
         dir: &work,
     };
+    let warming = warm::warm(&ground, o.scale).await?;
+    eprintln!("bench versus: warm-up: {}", warming.describe());
+    provenance.warm_up = Some(crate::result::WarmUp {
+        broker: vec![("plaintext".into(), warming)],
+        topics: Vec::new(),
+    });
+    append_json(
+        &jsonl,
+        &serde_json::json!({ "warm_up": provenance.warm_up }),
+    )?;
     let mut measured = Vec::new();
     for w in &workloads {
         for relay in [Relay::Goharvest, Relay::Ours] {

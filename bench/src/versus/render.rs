@@ -141,6 +141,14 @@ pub fn markdown(
         "- relays: goharvest v0.3.1's own `cmd/reaper` (librdkafka 1.5, bundled) and ours (`reaper`), each run on the same goharvest reaper YAML (bootstrap, leader topic and group, dataSource, outboxTable; everything else each relay's default; ours also listens for HTTP on a free port, as two members on one machine must); goharvest's table DDL; one relay at a time; logs in {}",
         logs.display()
     );
+    if let Some(w) = p.warm_up.as_ref().and_then(|w| w.broker.first()) {
+        let _ = writeln!(
+            s,
+            "- broker warm-up before the cases (charged to neither relay): drains of {} by our reaper until the broker's CPU per record stopped falling: {}",
+            w.1.topic,
+            w.1.describe()
+        );
+    }
     if !ours_settings.is_empty() {
         let shown: Vec<String> = ours_settings
             .iter()

@@ -123,15 +123,6 @@ async fn copy_on(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_copy_gets_more_time_the_more_it_sends() {
-        assert_eq!(super::copy_deadline(0).as_secs(), 30);
-        assert_eq!(super::copy_deadline(55_000_000).as_secs(), 57);
-    }
-}
-
 /// `ANALYZE` the outbox, so the harvester's first mark is planned on its statistics.
 pub(super) async fn analyze(pool: &PgPool, table: &TableName) -> Result<(), WorkloadError> {
     sqlx::query(&format!("ANALYZE {}", table.quoted()))
@@ -139,4 +130,13 @@ pub(super) async fn analyze(pool: &PgPool, table: &TableName) -> Result<(), Work
         .await
         .map_err(WorkloadError::db("analyze the outbox"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_copy_gets_more_time_the_more_it_sends() {
+        assert_eq!(super::copy_deadline(0).as_secs(), 30);
+        assert_eq!(super::copy_deadline(55_000_000).as_secs(), 57);
+    }
 }
