@@ -150,6 +150,13 @@ impl Control {
         median(self.p99_ms.clone())
     }
 
+    /// The lowest and highest p99 of the control runs.
+    pub fn p99_range(&self) -> Option<(f64, f64)> {
+        let lo = self.p99_ms.iter().copied().reduce(f64::min)?;
+        let hi = self.p99_ms.iter().copied().reduce(f64::max)?;
+        Some((lo, hi))
+    }
+
     /// One sentence for the report.
     pub fn describe(&self) -> String {
         format!(
@@ -157,7 +164,10 @@ impl Control {
             self.rates.len(),
             self.median_rate(),
             self.median_p99()
-                .map_or(String::new(), |p| format!(", p99 {p:.0} ms")),
+                .zip(self.p99_range())
+                .map_or(String::new(), |(p, (lo, hi))| format!(
+                    ", p99 {p:.0} ms ({lo:.0}-{hi:.0})"
+                )),
             self.spread() * 100.0,
             self.drift() * 100.0,
             if self.passed { "" } else { "; a control run did not verify" }
@@ -449,6 +459,18 @@ pub fn recommend(points: &[Point], control: &Control, budget_ms: f64) -> Vec<Rec
             let over = control_over.map_or(String::new(), |p| {
                 format!("; the defaults' own p99 ({p:.0} ms) is over the {budget_ms:.0} ms budget: raise the budget or add capacity")
             });
+            // An open-loop load delivers what it offers whatever the setting: there, a value that
+            // kept the rate (within the spread) and whose p99 was below every control run's
+            // is better by latency, beyond the control's own noise.
+            let quicker = within
+                .iter()
+                .filter(|p| p.vs_control.is_some_and(|v| v >= 1.0 - spread))
+                .filter(|p| {
+                    p.p99_ms
+                        .zip(control.p99_range())
+                        .is_some_and(|(l, (lo, _))| l < lo)
+                })
+                .min_by(|a, b| a.p99_ms.unwrap_or(0.0).total_cmp(&b.p99_ms.unwrap_or(0.0)));
             match best {
                 Some(b) if b.vs_control.unwrap_or(0.0) > 1.0 + spread => Recommendation {
                     path: path.to_owned(),
@@ -463,6 +485,24 @@ pub fn recommend(points: &[Point], control: &Control, budget_ms: f64) -> Vec<Rec
                         spread * 100.0
                     ),
                 },
+                Some(_) if quicker.is_some() => {
+                    let q = quicker.expect("checked");
+                    Recommendation {
+                        path: path.to_owned(),
+                        value: Some(q.value.clone()),
+                        why: format!(
+                            "{}={} kept the rate (x{:.2} of the control beside it, within its {:.0} % spread) at p99 {:.0} ms, below every control run's p99 ({}){worse}",
+                            q.path,
+                            q.value,
+                            q.vs_control.unwrap_or(0.0),
+                            spread * 100.0,
+                            q.p99_ms.unwrap_or(0.0),
+                            control
+                                .p99_range()
+                                .map_or(String::new(), |(lo, hi)| format!("{lo:.0}-{hi:.0} ms"))
+                        ),
+                    }
+                }
                 Some(b) => Recommendation {
                     path: path.to_owned(),
                     value: Some(default.clone()),
@@ -504,49 +544,39 @@ pub fn markdown(
     budget_note: &str,
 ) -> String {
     let points = &sweep.points;
-    let mut s = format!(
-        "## Sweep (p99 budget {budget_ms:.0} ms{budget_note})
-
-"
-    );
-    let _ = writeln!(
-        s,
-        "Control: {}.
-",
-        sweep.control.describe()
-    );
+    let mut s = format!("## Sweep (p99 budget {budget_ms:.0} ms{budget_note})\n\n");
+    let _ = writeln!(s, "Control: {}.\n", sweep.control.describe());
     if points.iter().any(|p| p.runs > 1) {
-        s.push_str("Each value ran in every round; its figures are the medians of its runs, with the lowest and highest delivered rate in brackets.
-
-");
+        s.push_str("Each value ran in every round; its figures are the medians of its runs, with the lowest and highest delivered rate in brackets.\n\n");
     }
-    s.push_str("| setting | value | ok | delivered rec/s | x control beside it | p50 ms | p99 ms | CPU s/M rec |
-|---|---:|---|---:|---:|---:|---:|---:|
-");
+    s.push_str("| setting | value | ok | delivered rec/s | x control beside it | p50 ms | p99 ms | harvesters / db / broker µs per record | sum µs |\n|---|---:|---|---:|---:|---:|---:|---|---:|\n");
     for p in points {
         let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
         let rate = match p.delivered_range {
             Some((lo, hi)) => format!("{:.0} ({lo:.0}-{hi:.0})", p.delivered_per_s),
             None => format!("{:.0}", p.delivered_per_s),
         };
+        // The run nearest the median rate stands for the value's CPU per record.
+        let cpu = p.run.per_record();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {rate} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {rate} | {} | {} | {} | {} | {} |",
             p.path,
             p.value,
             if p.passed { "yes" } else { "**NO**" },
             p.vs_control.map_or("-".into(), |v| format!("{v:.2}")),
             f(p.p50_ms),
             f(p.p99_ms),
-            f(p.cpu_seconds_per_million)
+            cpu.map_or("-".into(), |c| format!(
+                "{:.1} / {} / {}",
+                c.harvester_us,
+                f(c.database_us),
+                f(c.broker_us)
+            )),
+            f(cpu.map(|c| c.sum_us()))
         );
     }
-    s.push_str(
-        "
-## Recommendation
-
-",
-    );
+    s.push_str("\n## Recommendation\n\n");
     for r in recs {
         let _ = writeln!(
             s,
@@ -671,6 +701,19 @@ mod tests {
         assert_eq!(r.value.as_deref(), Some("auto"), "{}", r.why);
         assert!(r.why.starts_with("keep the default (auto)"), "{}", r.why);
         assert!(r.why.contains("x1.05"), "{}", r.why);
+        // An open-loop load: the same rate, a p99 below every control run's.
+        let open = control(&[1000.0, 1010.0], 50.0);
+        let quick = [Point {
+            p99_ms: Some(20.0),
+            ..at("1000", 1000.0, 1.0)
+        }];
+        let r = &recommend(&quick, &open, 500.0)[0];
+        assert_eq!(r.value.as_deref(), Some("1000"), "{}", r.why);
+        assert!(
+            r.why.contains("below every control run's p99 (50-50 ms)"),
+            "{}",
+            r.why
+        );
         // Over the budget: the value does not count, and a control over it is said.
         let r = &recommend(&points, &control(&[1000.0], 900.0), 50.0)[0];
         assert_eq!(r.value, None, "{}", r.why);

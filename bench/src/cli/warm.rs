@@ -15,7 +15,8 @@ use super::RunOptions;
 use crate::result::{Need, Round, Warming};
 use crate::run::{Bench, Variant};
 use crate::scenario::{Listener, Scenario, ScenarioFile};
-use crate::warm::{settled, TopicPool, BROKER_RULE, TOPIC_RULE, VALUE_BYTES};
+use crate::warm::load::{record, round_line};
+use crate::warm::{TopicPool, BROKER_RULE, TOPIC_RULE, VALUE_BYTES};
 use crate::BenchError;
 
 /// The scenario whose drains warm the broker (a user's file may reshape it).
@@ -103,25 +104,11 @@ async fn warm_broker(bench: &Bench, scenario: &Scenario) -> Result<Warming, Benc
             produce_broker_us: r.cpu.broker_cpu_seconds.map(per_record),
             read_broker_us: None,
         };
-        eprintln!(
-            "   round {}: {:.0} rec/s, broker {}",
-            w.rounds.len() + 1,
-            round.produce_rate(),
-            round
-                .produce_broker_us
-                .map_or_else(|| "CPU not measured".into(), |us| format!("{us:.1} µs/rec"))
-        );
-        w.rounds.push(round);
-        let costs: Vec<f64> = w.rounds.iter().map(Round::cost).collect();
-        w.settled = settled(&costs, &BROKER_RULE);
-        if w.settled
-            || w.rounds.len() >= BROKER_RULE.max_rounds
-            || started.elapsed() >= BROKER_RULE.max_time
-        {
+        eprintln!("   {}", round_line(w.rounds.len() + 1, &round));
+        if record(&mut w, round, &BROKER_RULE, started) {
             break;
         }
     }
-    w.seconds = started.elapsed().as_secs_f64();
     Ok(w)
 }
 

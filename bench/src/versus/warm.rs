@@ -6,7 +6,8 @@
 //! the order they ran in.
 
 use crate::result::{Round, Warming};
-use crate::warm::{settled, BROKER_RULE};
+use crate::warm::load::{record, round_line};
+use crate::warm::BROKER_RULE;
 use crate::BenchError;
 
 use super::case::{self, Ground};
@@ -42,23 +43,12 @@ pub(super) async fn warm(ground: &Ground<'_>, scale: f64) -> Result<Warming, Ben
             read_broker_us: None,
         };
         eprintln!(
-            "bench versus: warm-up drain {}: {:.0} rec/s, broker {}",
-            warming.rounds.len() + 1,
-            round.produce_rate(),
-            round
-                .produce_broker_us
-                .map_or_else(|| "not measured".into(), |us| format!("{us:.1} µs/rec"))
+            "bench versus: warm-up {}",
+            round_line(warming.rounds.len() + 1, &round)
         );
-        warming.rounds.push(round);
-        let costs: Vec<f64> = warming.rounds.iter().map(Round::cost).collect();
-        warming.settled = settled(&costs, &BROKER_RULE);
-        if warming.settled
-            || warming.rounds.len() >= BROKER_RULE.max_rounds
-            || started.elapsed() >= BROKER_RULE.max_time
-        {
+        if record(&mut warming, round, &BROKER_RULE, started) {
             break;
         }
     }
-    warming.seconds = started.elapsed().as_secs_f64();
     Ok(warming)
 }

@@ -90,18 +90,32 @@ pub fn warm(
         let round = one_round(
             &producer, &consumer, topic, partitions, &value, writer, rule, broker_cpu,
         )?;
-        warming.rounds.push(round);
-        let costs: Vec<f64> = warming.rounds.iter().map(Round::cost).collect();
-        warming.settled = settled(&costs, rule);
-        if warming.settled
-            || warming.rounds.len() >= rule.max_rounds
-            || started.elapsed() >= rule.max_time
-        {
+        if record(&mut warming, round, rule, started) {
             break;
         }
     }
-    warming.seconds = started.elapsed().as_secs_f64();
     Ok(warming)
+}
+
+/// Adds `round` to `warming` and says whether warming is over: the cost settled under `rule`,
+/// or its rounds or its time (from `started`) ran out. Keeps `warming.seconds` current.
+pub fn record(warming: &mut Warming, round: Round, rule: &Rule, started: Instant) -> bool {
+    warming.rounds.push(round);
+    let costs: Vec<f64> = warming.rounds.iter().map(Round::cost).collect();
+    warming.settled = settled(&costs, rule);
+    warming.seconds = started.elapsed().as_secs_f64();
+    warming.settled || warming.rounds.len() >= rule.max_rounds || started.elapsed() >= rule.max_time
+}
+
+/// A drain round's line on stderr: `round 3: 53130 rec/s, broker 8.9 µs/rec`.
+pub fn round_line(n: usize, round: &Round) -> String {
+    format!(
+        "round {n}: {:.0} rec/s, broker {}",
+        round.produce_rate(),
+        round
+            .produce_broker_us
+            .map_or_else(|| "CPU not measured".into(), |us| format!("{us:.1} µs/rec"))
+    )
 }
 
 /// Produces one round (partition by partition in turn) and reads it back.

@@ -44,20 +44,47 @@ pub(super) async fn prefill(
         "COPY {} (topic, kafka_key, kafka_value, header_keys, header_values) FROM STDIN",
         table.quoted()
     );
+    let line = |out: &mut String, k: u32, seq: u64| {
+        copy_line(out, topic, &key_name(k), &value_hex, &run_hex, seq);
+    };
+    copy_rows(
+        pool,
+        &statement,
+        backlog,
+        value_hex.len() + 80,
+        line,
+        Some(ledger),
+    )
+    .await?;
+    analyze(pool, table).await
+}
+
+/// COPYs `backlog`'s rows through `statement` in chunks of [`CHUNK`] rows (a transaction
+/// each), each row's text written by `line` (about `row_bytes` long); a chunk's rows go into
+/// `ledger`, when given, once committed.
+pub(super) async fn copy_rows(
+    pool: &PgPool,
+    statement: &str,
+    backlog: Backlog,
+    row_bytes: usize,
+    line: impl Fn(&mut String, u32, u64),
+    ledger: Option<&Arc<Ledger>>,
+) -> Result<(), WorkloadError> {
     let mut rows = backlog.rows();
     loop {
         let chunk = super::chunk(&mut rows, CHUNK);
         if chunk.is_empty() {
-            break;
+            return Ok(());
         }
-        let mut text = String::with_capacity(chunk.len() * (value_hex.len() + 80));
+        let mut text = String::with_capacity(chunk.len() * row_bytes);
         for &(k, seq) in &chunk {
-            copy_line(&mut text, topic, &key_name(k), &value_hex, &run_hex, seq);
+            line(&mut text, k, seq);
         }
-        copy_in(pool, &statement, text).await?;
-        Backlog::committed(&chunk, ledger);
+        copy_in(pool, statement, text).await?;
+        if let Some(ledger) = ledger {
+            Backlog::committed(&chunk, ledger);
+        }
     }
-    analyze(pool, table).await
 }
 
 /// Tries of one COPY: a try that stalls is given up (its connection closed, so the server rolls

@@ -6,7 +6,6 @@
 use harvester::outbox::TableName;
 use sqlx::PgPool;
 
-use super::copy::CHUNK;
 use super::Backlog;
 use crate::{key_name, WorkloadError};
 
@@ -47,18 +46,10 @@ pub async fn prefill_goharvest(
         "COPY {} (create_time, kafka_topic, kafka_key, kafka_value, kafka_header_keys, kafka_header_values) FROM STDIN",
         table.quoted()
     );
-    let mut rows = backlog.rows();
-    loop {
-        let chunk = super::chunk(&mut rows, CHUNK);
-        if chunk.is_empty() {
-            break;
-        }
-        let mut text = String::with_capacity(chunk.len() * (value.len() + 60));
-        for &(k, seq) in &chunk {
-            copy_line(&mut text, topic, &key_name(k), &value, run, seq);
-        }
-        super::copy::copy_in(pool, &statement, text).await?;
-    }
+    let line = |out: &mut String, k: u32, seq: u64| {
+        copy_line(out, topic, &key_name(k), &value, run, seq);
+    };
+    super::copy::copy_rows(pool, &statement, backlog, value.len() + 60, line, None).await?;
     super::copy::analyze(pool, table).await
 }
 
