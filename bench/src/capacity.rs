@@ -14,9 +14,11 @@ use crate::result::RunResult;
 /// value size, partitions): the same drain at each size, smallest backlog first. Drains of
 /// other shapes (a `shapes` sweep beside them) are the plan's business, not this section's.
 pub(crate) fn drains(runs: &[RunResult]) -> Vec<&RunResult> {
+    // A sweep's variants (`shapes/10000-keys/256-partitions`) are the plan's grid, not sizes.
     let plain: Vec<&RunResult> = runs
         .iter()
         .filter(|r| r.drain_records_per_s.is_some() && r.failover.is_none() && r.stall_ms.is_none())
+        .filter(|r| !r.scenario.contains('/'))
         .collect();
     let shape = |r: &RunResult| {
         r.backlog.map(|b| {

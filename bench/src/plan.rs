@@ -190,10 +190,9 @@ fn target_plan(c: &Costs, member: f64, target: f64) -> String {
     let first = binds_first(c, pg, broker);
     let _ = write!(
         s,
-        "\nBinds first: {first}. Partitions are not extrapolated: this run used {}; on one broker \
-         fewer, fuller partitions cost less per record (RESULTS.md, \"What binds the drain on \
-         Kafka\"), and replicas (replication 3) add the followers' fetches to the broker cores \
-         above.\n",
+        "\nBinds first: {first}. Partitions and keys are not extrapolated: this run used {} \
+         partitions, and the grid above says what other counts measured here; replicas \
+         (replication 3) add the followers' fetches to the broker cores above.\n",
         c.partitions
     );
     s
