@@ -31,7 +31,7 @@ pub(super) async fn warm(o: &RunOptions, p: &mut Prepared) -> Result<(), BenchEr
     quiet_disk();
     let selected = super::prepare::selected(o, &p.file);
     let warm_up = warm_up_scenario(&p.file, o.scale)?;
-    let mut needs = needs(o, &p.file, &selected, &p.bench);
+    let mut needs = needs(o, &p.file, &selected, &p.bench.extra);
     // The warm-up's drains go to a warm topic too: a topic deleted after each drain would be
     // deleted from the disk a minute later (`file.delete.delay.ms`), in the middle of a later
     // drain, and charged to it.
@@ -142,11 +142,12 @@ async fn warm_broker(bench: &Bench, scenario: &Scenario) -> Result<Warming, Benc
 
 /// The warm topics the selected scenarios need on the run's broker (each variant's partitions,
 /// idempotent or transactional), and the ceilings' (the drain's partitions).
-pub(super) fn needs(
+/// `extra` are the command line's settings.
+fn needs(
     o: &RunOptions,
     file: &ScenarioFile,
     selected: &[String],
-    bench: &Bench,
+    extra: &[(String, String)],
 ) -> Vec<Need> {
     let mut needs = std::collections::BTreeSet::new();
     if o.ceilings {
@@ -164,7 +165,7 @@ pub(super) fn needs(
         if !s.on_run_broker() {
             continue;
         }
-        let transactional = s.transactional(&bench.base, &bench.extra);
+        let transactional = s.transactional(&file.base, extra);
         for v in Variant::all(&s) {
             needs.insert(Need {
                 partitions: v.partitions.unwrap_or(s.partitions),
@@ -188,5 +189,72 @@ fn listeners(file: &ScenarioFile, selected: &[String], bench: &Bench) -> Vec<Lis
         vec![Listener::Plaintext, Listener::SaslSsl]
     } else {
         vec![Listener::Plaintext]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(ceilings: bool, shape: crate::scenario::Shape) -> RunOptions {
+        RunOptions {
+            profile: String::new(),
+            scenarios: Vec::new(),
+            file: None,
+            set: Vec::new(),
+            scale: 1.0,
+            brokers: None,
+            embedded: false,
+            database_url: None,
+            reaper: None,
+            out: std::path::PathBuf::new(),
+            ceilings,
+            private_pg_port: 0,
+            autovacuum: crate::pg::AutovacuumMode::AsFound,
+            target_rate: None,
+            shape,
+            cold: false,
+        }
+    }
+
+    fn need(partitions: i32, transactional: bool) -> Need {
+        Need {
+            partitions,
+            transactional,
+        }
+    }
+
+    #[test]
+    fn a_warm_topic_per_shape_the_selected_scenarios_publish_to_on_the_run_s_broker() {
+        let f = ScenarioFile::builtin();
+        let names = |p: &str| f.profile(p).unwrap();
+        let plain = options(false, Default::default());
+        assert_eq!(needs(&plain, &f, &names("quick"), &[]), [need(8, false)]);
+        assert_eq!(
+            needs(&plain, &f, &names("shapes"), &[]),
+            [need(8, false), need(64, false), need(256, false)]
+        );
+        // Transactional scenarios get topics of their own.
+        assert_eq!(
+            needs(&plain, &f, &names("transactional"), &[]),
+            [need(8, false), need(8, true)]
+        );
+        // The command line's publishing mode counts; private clusters and the mock need none.
+        let txn = [("publish.mode".to_owned(), "transactional".to_owned())];
+        assert_eq!(needs(&plain, &f, &["drain".into()], &txn), [need(8, true)]);
+        assert!(needs(&plain, &f, &names("cluster-faults"), &[]).is_empty());
+        assert!(needs(&plain, &f, &["broker-faults".into()], &[]).is_empty());
+        // The ceilings' topic, in the shape the command line names.
+        let shaped = options(
+            true,
+            crate::scenario::Shape {
+                partitions: Some(32),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            needs(&shaped, &f, &["drain".into()], &[]),
+            [need(32, false)]
+        );
     }
 }
