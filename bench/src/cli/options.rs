@@ -39,6 +39,15 @@ pub struct RunOptions {
     pub cold: bool,
 }
 
+/// The scenarios a command selects: `--scenario`s, else the profile's.
+pub(super) fn selected(o: &RunOptions, file: &ScenarioFile) -> Vec<String> {
+    if o.scenarios.is_empty() {
+        file.profile(&o.profile).unwrap_or_default()
+    } else {
+        o.scenarios.clone()
+    }
+}
+
 pub(super) fn load(file: Option<&Path>) -> Result<ScenarioFile, BenchError> {
     let builtin = ScenarioFile::builtin();
     match file {

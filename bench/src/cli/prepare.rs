@@ -9,7 +9,7 @@ use testkit::verify::ClientSettings;
 use testkit::Broker;
 use workloads::Backend;
 
-use super::options::{bad, load, RunOptions};
+use super::options::{bad, load, selected, RunOptions};
 use crate::report::append_json;
 use crate::result::Provenance;
 use crate::run::Bench;
@@ -122,15 +122,6 @@ async fn prepare(o: &RunOptions) -> Result<(Prepared, Option<crate::ground::Rest
     Ok((prepared, autovacuum))
 }
 
-/// The scenarios the command selects: `--scenario`s, else the profile's.
-pub(super) fn selected(o: &RunOptions, file: &ScenarioFile) -> Vec<String> {
-    if o.scenarios.is_empty() {
-        file.profile(&o.profile).unwrap_or_default()
-    } else {
-        o.scenarios.clone()
-    }
-}
-
 /// The run's broker: the mock with `--embedded` or when no cluster is named, else the cluster
 /// of `--brokers` / `KAFKA_BROKERS`, with every selected scenario's NELI session fitted to it.
 async fn select_broker(
@@ -207,6 +198,15 @@ async fn broker_line(
     }
 }
 
+/// Warms the broker for the command (see [`super::warm`]) and records what that did.
+async fn warm(o: &RunOptions, p: &mut Prepared) -> Result<(), BenchError> {
+    if let Some(w) = super::warm::warm(o, &p.file, &mut p.bench).await? {
+        append_json(&p.jsonl, &serde_json::json!({ "warm_up": w }))?;
+        p.provenance.warm_up = Some(w);
+    }
+    Ok(())
+}
+
 /// Prepares a command, runs `body` on what it prepared, then puts the server's autovacuum back
 /// as it was, whatever `body` returned.
 pub(super) async fn prepared<T, F, Fut>(o: &RunOptions, body: F) -> Result<T, BenchError>
@@ -215,7 +215,7 @@ where
     Fut: std::future::Future<Output = Result<T, BenchError>>,
 {
     let (mut prepared, restore) = prepare(o).await?;
-    let warmed = super::warm::warm(o, &mut prepared).await;
+    let warmed = warm(o, &mut prepared).await;
     let pool = prepared.bench.topics.clone();
     let outcome = match warmed {
         Ok(()) => body(prepared).await,

@@ -10,7 +10,7 @@
 
 use testkit::verify::ClientSettings;
 
-use super::prepare::Prepared;
+use super::options::selected;
 use super::RunOptions;
 use crate::result::{Need, Round, Warming};
 use crate::run::{Bench, Variant};
@@ -22,16 +22,21 @@ use crate::BenchError;
 /// The scenario whose drains warm the broker (a user's file may reshape it).
 pub const WARM_UP: &str = "warm-up";
 
-/// Warms the run's broker and makes its warm topics, unless the broker is the embedded one or
-/// the command asked for a cold broker (`--cold`).
-pub(super) async fn warm(o: &RunOptions, p: &mut Prepared) -> Result<(), BenchError> {
-    if o.cold || p.bench.broker.embedded().is_some() {
-        return Ok(());
+/// Warms the run's broker and makes its warm topics (into `bench.topics`), unless the broker
+/// is the embedded one or the command asked for a cold broker (`--cold`): what it did, for the
+/// report, or `None`.
+pub(super) async fn warm(
+    o: &RunOptions,
+    file: &ScenarioFile,
+    bench: &mut Bench,
+) -> Result<Option<crate::result::WarmUp>, BenchError> {
+    if o.cold || bench.broker.embedded().is_some() {
+        return Ok(None);
     }
     quiet_disk();
-    let selected = super::prepare::selected(o, &p.file);
-    let warm_up = warm_up_scenario(&p.file, o.scale)?;
-    let mut needs = needs(o, &p.file, &selected, &p.bench.extra);
+    let selected = selected(o, file);
+    let warm_up = warm_up_scenario(file, o.scale)?;
+    let mut needs = needs(o, file, &selected, &bench.extra);
     // The warm-up's drains go to a warm topic too: a topic deleted after each drain would be
     // deleted from the disk a minute later (`file.delete.delay.ms`), in the middle of a later
     // drain, and charged to it.
@@ -42,15 +47,15 @@ pub(super) async fn warm(o: &RunOptions, p: &mut Prepared) -> Result<(), BenchEr
     needs.sort();
     needs.dedup();
     // The topics first (each by producer rounds), then the broker by drains into them.
-    let pids = crate::run::listeners::broker_pids(p.bench.broker.bootstrap());
+    let pids = crate::run::listeners::broker_pids(bench.broker.bootstrap());
     let cpu = move || crate::run::cpu::kafka_cpu_seconds(&pids);
-    p.bench.topics =
-        TopicPool::prepare(&p.bench.broker, &needs, VALUE_BYTES, &TOPIC_RULE, &cpu).await?;
+    bench.topics =
+        TopicPool::prepare(&bench.broker, &needs, VALUE_BYTES, &TOPIC_RULE, &cpu).await?;
     let mut warm = crate::result::WarmUp {
-        topics: p.bench.topics.topics().to_vec(),
+        topics: bench.topics.topics().to_vec(),
         ..Default::default()
     };
-    for listener in listeners(&p.file, &selected, &p.bench) {
+    for listener in listeners(file, &selected, bench) {
         eprintln!(
             "== warm-up: the broker, by drains through its {} listener",
             listener.name()
@@ -59,19 +64,17 @@ pub(super) async fn warm(o: &RunOptions, p: &mut Prepared) -> Result<(), BenchEr
             listener,
             ..warm_up.clone()
         };
-        let w = warm_broker(&p.bench, &scenario).await?;
+        let w = warm_broker(bench, &scenario).await?;
         eprintln!("   {}", w.describe());
         warm.broker.push((listener.name().to_owned(), w));
     }
-    crate::report::append_json(&p.jsonl, &serde_json::json!({ "warm_up": warm }))?;
-    p.provenance.warm_up = Some(warm);
-    Ok(())
+    Ok(Some(warm))
 }
 
-/// Writes what the page cache holds to the disk before anything is warmed or measured: a
-/// fresh clone's release build leaves gigabytes dirty, and the kernel writing them back for
-/// minutes made the first run's Postgres purges stall (acknowledged -> purged p99 500 ms against
-/// 50 in the next run) and its drain read 0.30 of its ceiling against 0.66 for the next run.
+/// Writes what the page cache holds to the disk before anything is warmed or measured, and says
+/// how much that was: a fresh clone's release build leaves gigabytes to write, which the kernel
+/// would otherwise write back under the first scenarios (suspected, not shown, in a first run
+/// whose Postgres purges stalled: acknowledged -> purged p99 500 ms against 50 in the next).
 fn quiet_disk() {
     let dirty = || {
         std::fs::read_to_string("/proc/meminfo").ok().map(|m| {
