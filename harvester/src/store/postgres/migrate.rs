@@ -22,8 +22,13 @@ const NOTIFY: (i32, &str, &str) = (3, "notify", include_str!("migrations/0003_no
 
 const STORAGE: (i32, &str, &str) = (4, "storage", include_str!("migrations/0004_storage.sql"));
 const LAYOUT: (i32, &str, &str) = (5, "layout", include_str!("migrations/0005_layout.sql"));
+const FILLFACTOR: (i32, &str, &str) = (
+    6,
+    "fillfactor",
+    include_str!("migrations/0006_fillfactor.sql"),
+);
 
-const NATIVE: &[(i32, &str, &str)] = &[OUTBOX, QUARANTINE, NOTIFY, STORAGE, LAYOUT];
+const NATIVE: &[(i32, &str, &str)] = &[OUTBOX, QUARANTINE, NOTIFY, STORAGE, LAYOUT, FILLFACTOR];
 /// Snapshot mode's own numbered files (`snapshot/migrations/`), recorded in the same ledger
 /// from version 101 on, applied only to a table harvested in that mode.
 const SNAPSHOT: &[(i32, &str, &str)] = &[(
