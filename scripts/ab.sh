@@ -4,18 +4,26 @@
 # alternating (old, new, old, new, ...), each against the ceilings measured in its own run.
 # Prints both, so a change can be judged by the gate and by the run-to-run spread of the drain.
 #
-#   scripts/ab.sh REV [ROUNDS]     ROUNDS drains per side (default 3)
+#   scripts/ab.sh REV [ROUNDS]            ROUNDS drains per side (default 3)
+#   scripts/ab.sh --no-gate REV [ROUNDS]  the drains only, for a change the gate's workloads do
+#                                         not run (SQL, migrations, settings); say so where cited
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-rev=${1:?usage: scripts/ab.sh REV [ROUNDS]}
+gate=true
+if [ "${1:-}" = --no-gate ]; then gate=false; shift; fi
+rev=${1:?usage: scripts/ab.sh [--no-gate] REV [ROUNDS]}
 rounds=${2:-3}
 old_sha=$(git rev-parse --short "$rev")
 new_sha="$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes)"
 
-echo "== gate: $old_sha vs this tree"
 gate_status=0
-scripts/gate.sh --against "$rev" || gate_status=$?
+if $gate; then
+  echo "== gate: $old_sha vs this tree"
+  scripts/gate.sh --against "$rev" || gate_status=$?
+else
+  echo "== gate: not run (--no-gate)"
+fi
 
 wt=$ROOT/target/ab/worktree
 git worktree remove --force "$wt" 2>/dev/null || true
