@@ -2,7 +2,9 @@
 # A/B of this tree against a revision, in one job: the instruction-count gate
 # (scripts/gate.sh --against REV) and the quick profile's drain scenario run by both builds,
 # alternating (old, new, old, new, ...), each against the ceilings measured in its own run.
-# Prints both, so a change can be judged by the gate and by the run-to-run spread of the drain.
+# Prints both (rate, ratio to the ceiling, CPU per record by process), so a change can be judged
+# by the gate and by the run-to-run spread of the drain; the machine's speed moves between rounds,
+# so compare the two sides within a round.
 #
 #   scripts/ab.sh REV [ROUNDS]            ROUNDS drains per side (default 3)
 #   scripts/ab.sh --no-gate REV [ROUNDS]  the drains only, for a change the gate's workloads do
@@ -59,9 +61,18 @@ fi
 out=$ROOT/target/ab/results
 rm -rf "$out"
 mkdir -p "$out"
-# drain row of a report: | drain | ok | committed | drain rec/s | x lower ceiling | ...
-drain_of() { awk -F'|' '$2 ~ /^ drain $/ { gsub(/ /, "", $5); gsub(/ /, "", $6); print $5, $6 }' "$1"/*.md; }
-printf '\n%-6s %-5s %-14s %12s %10s\n' round side build "drain rec/s" "x ceiling" | tee "$out/summary.txt"
+# The drain row of a report's scenario table, its columns found by their headers.
+drain_of() { awk -F'|' '
+  /^\| scenario \| correctness/ { for (i = 2; i < NF; i++) { h = $i; gsub(/^ +| +$/, "", h); col[h] = i } }
+  $2 ~ /^ drain $/ && ("drain rec/s" in col) && !seen { seen = 1
+    r = $col["drain rec/s"]; x = $col["x lower ceiling"]; gsub(/ /, "", r); gsub(/ /, "", x); print r, x }' \
+  "$1"/*.md; }
+# The drain's CPU per delivered record: harvesters/Postgres/broker and their sum, in µs.
+cpu_of() { awk -F'|' '/^### CPU per delivered record/ { t = 1 }
+  t && $2 ~ /^ drain $/ { gsub(/ /, "", $5); gsub(/ /, "", $6); gsub(/ /, "", $7); gsub(/ /, "", $8)
+    print $5 "/" $6 "/" $7, $8; exit }' "$1"/*.md; }
+printf '\n%-6s %-5s %-14s %12s %10s %18s %7s\n' round side build "drain rec/s" "x ceiling" \
+  "µs h/pg/broker" "µs sum" | tee "$out/summary.txt"
 for i in $(seq "$rounds"); do
   for side in old new; do
     if [ "$side" = old ]; then bin=$ROOT/target/ab/old/bench; sha=$old_sha
@@ -69,13 +80,18 @@ for i in $(seq "$rounds"); do
     scripts/with-services.sh "$bin" run --profile quick --scenario drain --out "$out/$side-$i" \
       > "$out/$side-$i.log" 2>&1 || { echo "drain run $side-$i failed; see $out/$side-$i.log" >&2; exit 1; }
     read -r rate ratio < <(drain_of "$out/$side-$i")
-    printf '%-6s %-5s %-14s %12s %10s\n' "$i" "$side" "$sha" "$rate" "$ratio" | tee -a "$out/summary.txt"
+    read -r parts sum < <(cpu_of "$out/$side-$i")
+    printf '%-6s %-5s %-14s %12s %10s %18s %7s\n' "$i" "$side" "$sha" "$rate" "$ratio" "$parts" "$sum" \
+      | tee -a "$out/summary.txt"
   done
 done
-awk 'NR > 2 { r[$2] = r[$2] " " $5 } END {
+awk 'NR > 2 { r[$2] = r[$2] " " $5; c[$2] = c[$2] " " $7 } END {
   for (s in r) { n = split(r[s], v, " "); min = v[1]; max = v[1]; sum = 0
     for (i = 1; i <= n; i++) { sum += v[i]; if (v[i] < min) min = v[i]; if (v[i] > max) max = v[i] }
-    printf "%-4s x ceiling: mean %.2f, range %.2f-%.2f over %d runs\n", s, sum / n, min, max, n } }' \
+    printf "%-4s x ceiling: mean %.2f, range %.2f-%.2f over %d runs;", s, sum / n, min, max, n
+    split(c[s], u, " "); min = u[1]; max = u[1]; sum = 0
+    for (i = 1; i <= n; i++) { sum += u[i]; if (u[i] < min) min = u[i]; if (u[i] > max) max = u[i] }
+    printf " sum µs/rec: mean %.1f, range %.1f-%.1f\n", sum / n, min, max } }' \
   "$out/summary.txt" | sort | tee -a "$out/summary.txt"
 echo "reports: $out"
 exit "$gate_status"
