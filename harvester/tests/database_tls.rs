@@ -63,7 +63,7 @@ fn url(f: &Family, world: &World, user: &str, query: &str) -> String {
 
 fn secured() -> Option<SecuredDatabases> {
     SecuredDatabases::discover()
-        .map_err(|why| println!("skipped: {why}"))
+        .map_err(|why| testkit::skip::skip(&why.to_string()))
         .ok()
 }
 

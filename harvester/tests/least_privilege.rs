@@ -50,7 +50,9 @@ fn secured() -> Option<SecuredKafka> {
     match SecuredKafka::discover() {
         Ok(s) => Some(s),
         Err(e) => {
-            eprintln!("skipped: least privilege needs the secured Kafka listeners: {e}");
+            testkit::skip::skip(&format!(
+                "least privilege needs the secured Kafka listeners: {e}"
+            ));
             None
         }
     }

@@ -139,7 +139,8 @@ impl Run {
 #[tokio::test]
 async fn no_secret_reaches_logs_check_config_metrics_or_errors() {
     let kafka = SecuredKafka::discover().unwrap();
-    let Ok(db) = SecuredDatabases::discover().map_err(|why| println!("skipped: {why}")) else {
+    let Ok(db) = SecuredDatabases::discover().map_err(|why| testkit::skip::skip(&why.to_string()))
+    else {
         return;
     };
     let secrets = Secrets {

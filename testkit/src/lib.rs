@@ -25,6 +25,7 @@ pub mod names;
 pub mod pg;
 pub mod process;
 pub mod secured;
+pub mod skip;
 pub mod tls;
 pub mod verify;
 mod wait;
