@@ -78,6 +78,15 @@ pub fn key_window_of(settings: &[(String, String)]) -> Result<u64, BenchError> {
         .map_err(|e| BenchError::Run(format!("settings do not resolve: {e}")))
 }
 
+/// Whether a list of settings makes the harvester publish in transactions.
+pub fn transactional_of(settings: &[(String, String)]) -> Result<bool, BenchError> {
+    let pairs = settings.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    harvester::Config::default()
+        .with_overrides(pairs)
+        .map(|c| c.publish.transactional().is_some())
+        .map_err(|e| BenchError::Run(format!("settings do not resolve: {e}")))
+}
+
 /// What to do about `sessions` (each scenario's name and session) on a cluster whose minimum is
 /// `min`: `None` when all fit; else the heartbeat to set for every scenario (the smallest
 /// multiple of 100 ms whose 3 x session fits). `explicit`: the session of a heartbeat the user

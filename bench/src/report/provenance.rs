@@ -65,7 +65,7 @@ pub(super) fn lines(p: &Provenance, runs: &[RunResult]) -> String {
         );
         let _ = writeln!(
             s,
-            "- autovacuum={} ({}; {}); the outbox tables have their own row thresholds (migration 0004)",
+            "- autovacuum={} ({}; {}); the outbox tables have their own row thresholds (migration 0004) and fillfactor 50 (migration 0006)",
             pg.autovacuum, pg.autovacuum_note, pg.autovacuum_settings
         );
     }

@@ -219,10 +219,12 @@ fn decide(
     } else {
         0
     };
+    let fenced = broker.embedded().is_none() && crate::session::transactional_of(&ev.settings)?;
     let allowed = rewinds::Allowed::of(
         scenario.kind,
         crate::session::key_window_of(&ev.settings)?,
         ev.zombie_in_flight,
+        fenced,
     );
     let clean = c.reordered == 0
         && allowed.admits(&c)

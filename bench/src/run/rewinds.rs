@@ -10,10 +10,12 @@
 //!   broker: librdkafka may still write a produce request it built before the stall, after the
 //!   successor took over, however far the successor got. Each step back replays a record the
 //!   zombie had in flight when it was stopped, so the run may show at most that many, of any
-//!   depth. Transactional producers on a real cluster show none (the successor's
-//!   `init_transactions` fences the zombie's epoch and aborts its open transaction; 0 in 20 of
-//!   20 runs, RESULTS.md, issue 34), but the embedded broker cannot fence: the bench bounds
-//!   transactional runs as idempotent ones, and `scripts/zombie-loop.sh` holds them to none.
+//!   depth.
+//! - **Transactional publishing on a real broker: none.** The successor's `init_transactions`
+//!   fences the zombie's epoch and aborts its open transaction, so nothing it sends after the
+//!   takeover is ever read (0 in 20 of 20 runs, RESULTS.md, issue 34); a rewind there is a
+//!   fencing failure and fails the run. The embedded broker cannot fence, so transactional runs
+//!   on it are bounded as idempotent ones.
 
 use crate::analysis::Correctness;
 use crate::scenario::Kind;
@@ -30,9 +32,10 @@ pub struct Allowed {
 impl Allowed {
     /// What a run of `kind` with a key window of `key_window` may show, given the most
     /// records the stalled leader had in flight before it was stopped (its meter events), if
-    /// it reported any.
-    pub fn of(kind: Kind, key_window: u64, zombie_in_flight: Option<u64>) -> Self {
-        let any_depth = if kind == Kind::FailoverZombie {
+    /// it reported any, and whether the broker fences a zombie (`fenced`: transactional
+    /// publishing on a real broker).
+    pub fn of(kind: Kind, key_window: u64, zombie_in_flight: Option<u64>, fenced: bool) -> Self {
+        let any_depth = if kind == Kind::FailoverZombie && !fenced {
             zombie_in_flight.unwrap_or(0)
         } else {
             0
@@ -64,20 +67,32 @@ mod tests {
 
     #[test]
     fn any_run_may_replay_less_than_its_key_window() {
-        let a = Allowed::of(Kind::FailoverKill, 64, Some(37));
+        let a = Allowed::of(Kind::FailoverKill, 64, Some(37), false);
         assert_eq!(a.any_depth, 0);
         assert!(a.admits(&rewinds(500, 63)));
         assert!(!a.admits(&rewinds(1, 64)));
-        let one = Allowed::of(Kind::Drain, 1, None);
+        let one = Allowed::of(Kind::Drain, 1, None, false);
         assert!(one.admits(&rewinds(0, 0)));
         assert!(!one.admits(&rewinds(1, 1)));
     }
 
     #[test]
     fn only_a_zombie_may_rewind_deeper_and_only_what_it_had_in_flight() {
-        let z = Allowed::of(Kind::FailoverZombie, 1, Some(37));
+        let z = Allowed::of(Kind::FailoverZombie, 1, Some(37), false);
         assert!(z.admits(&rewinds(37, 5000)));
         assert!(!z.admits(&rewinds(38, 5000)));
-        assert!(!Allowed::of(Kind::FailoverZombie, 1, None).admits(&rewinds(1, 5000)));
+        assert!(!Allowed::of(Kind::FailoverZombie, 1, None, false).admits(&rewinds(1, 5000)));
+    }
+
+    #[test]
+    fn a_fenced_zombie_may_not_rewind_at_all() {
+        let fenced = Allowed::of(Kind::FailoverZombie, 1, Some(1183), true);
+        assert_eq!(fenced.any_depth, 0);
+        assert!(fenced.admits(&rewinds(0, 0)));
+        assert!(!fenced.admits(&rewinds(1, 1)));
+        // Within a key window of W > 1, a restart's replay is still allowed there.
+        let window = Allowed::of(Kind::FailoverZombie, 16, Some(1183), true);
+        assert!(window.admits(&rewinds(3, 15)));
+        assert!(!window.admits(&rewinds(1, 16)));
     }
 }
