@@ -12,7 +12,7 @@
 //! runs `SESSION` in `pool_options` removed, this test fails ("the harvester's connection plans
 //! a sequential scan").
 
-use harvester::outbox::{Shape, StashRecord, TableName};
+use harvester::outbox::{Shape, TableName};
 use harvester::store::postgres::{connect_pool, PgStore, Statements};
 use harvester::store::{DatabaseConfig, OutboxConfig, OutboxStore};
 use sqlx::pool::PoolConnection;
@@ -61,18 +61,16 @@ async fn marks_and_purges_keep_index_plans_on_a_table_of_one_page() {
     let store = PgStore::connect(&database, &outbox).await.unwrap();
     store.migrate().await.unwrap();
     // One page of rows, and statistics that say so.
-    let records: Vec<StashRecord> = (0..5)
-        .map(|i| StashRecord::new("t", b"k".to_vec(), format!("{i}").into_bytes()))
-        .collect();
-    let mut tx = store.pool().begin().await.unwrap();
-    store
-        .stasher()
-        .stash_batch(&mut tx, &records)
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
-    sqlx::query(&format!("ANALYZE {}", table.quoted()))
-        .execute(&db.pool)
+    let t = table.quoted();
+    db.pool
+        .execute(
+            format!(
+                "INSERT INTO {t} (topic, kafka_key, kafka_value) \
+                 SELECT 't', 'k', convert_to(g::text, 'UTF8') FROM generate_series(1, 5) g; \
+                 ANALYZE {t}"
+            )
+            .as_str(),
+        )
         .await
         .unwrap();
     let statements = Statements::new(&table, &outbox.quarantine(), Shape::Native);
