@@ -45,8 +45,8 @@ pub fn accepts(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
-/// Pool settings for the harvester: its size and acquire timeout, and on every connection the
-/// statement timeout and [`SESSION`].
+/// Pool settings for the harvester: its size and acquire timeout, and the statement timeout on
+/// every connection.
 fn pool_options(database: &DatabaseConfig) -> PgPoolOptions {
     let timeout_ms = database.statement_timeout.as_millis();
     PgPoolOptions::new()
@@ -56,22 +56,10 @@ fn pool_options(database: &DatabaseConfig) -> PgPoolOptions {
             Box::pin(async move {
                 conn.execute(format!("SET statement_timeout = {timeout_ms}").as_str())
                     .await?;
-                conn.execute(SESSION).await?;
                 Ok(())
             })
         })
 }
-
-/// The session setting every harvester connection runs with: no sequential scans where an index
-/// path exists. Every statement of the harvester's finds its rows by an index (ids, the xid
-/// index, the primary key of the layout), and each is prepared once per connection and then runs
-/// a cached generic plan. A plan made while the outbox is a page or two (a table just created,
-/// or just vacuumed, under a light load) scans it sequentially, and keeps doing so as the dead
-/// versions of marked and purged rows pile up until autovacuum: at 500 rec/s (the bench's
-/// latency-500, `auto_explain`) every slow mark's UPDATE and most slow purges scanned the whole
-/// table (RESULTS.md, "Sequential scans"; `tests/plans.rs`). A pool made elsewhere
-/// ([`PgStore::on`]) should set it too.
-pub const SESSION: &str = "SET enable_seqscan = off";
 
 /// A connection pool with the harvester's statement timeout on every connection. A login or
 /// TLS handshake the server refuses is a configuration problem naming the setting.
@@ -143,9 +131,8 @@ impl PgStore {
         Ok(Self::on(own, outbox))
     }
 
-    /// A store on `pool` as it is. The pool should set `statement_timeout` and [`SESSION`] on
-    /// its connections ([`connect_pool`] does); prefer [`PgStore::like_pool`] for a pool made
-    /// elsewhere.
+    /// A store on `pool` as it is. The pool should set `statement_timeout` on its connections
+    /// ([`connect_pool`] does); prefer [`PgStore::like_pool`] for a pool made elsewhere.
     pub fn on(pool: PgPool, outbox: &OutboxConfig) -> Self {
         let table = outbox.table.clone();
         let quarantine = outbox.quarantine();
@@ -169,9 +156,7 @@ impl PgStore {
         }
     }
 
-    /// The store's pool (for a service's own statements, e.g. its business transactions; its
-    /// connections run with [`SESSION`] when the store made them: a statement that should scan a
-    /// table whole is better run on a pool of the service's own).
+    /// The store's pool (for a service's own statements, e.g. its business transactions).
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
