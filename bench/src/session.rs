@@ -60,31 +60,22 @@ pub async fn broker_min_session(bootstrap: &str) -> Result<Option<Duration>, Ben
         .map(Duration::from_millis))
 }
 
-/// The session a list of settings gives the harvester (the library decides, per elector kind).
-pub fn session_of(settings: &[(String, String)]) -> Result<Duration, BenchError> {
+/// The harvester's configuration a list of settings gives (the library's defaults, overridden).
+pub fn resolved(settings: &[(String, String)]) -> Result<harvester::Config, BenchError> {
     let pairs = settings.iter().map(|(k, v)| (k.as_str(), v.as_str()));
     harvester::Config::default()
         .with_overrides(pairs)
-        .map(|c| c.leader.succession())
         .map_err(|e| BenchError::Run(format!("settings do not resolve: {e}")))
+}
+
+/// The session a list of settings gives the harvester (the library decides, per elector kind).
+pub fn session_of(settings: &[(String, String)]) -> Result<Duration, BenchError> {
+    resolved(settings).map(|c| c.leader.succession())
 }
 
 /// The key window (`limits.max_in_flight_per_key`) a list of settings gives the harvester.
 pub fn key_window_of(settings: &[(String, String)]) -> Result<u64, BenchError> {
-    let pairs = settings.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-    harvester::Config::default()
-        .with_overrides(pairs)
-        .map(|c| c.limits.max_in_flight_per_key as u64)
-        .map_err(|e| BenchError::Run(format!("settings do not resolve: {e}")))
-}
-
-/// Whether a list of settings makes the harvester publish in transactions.
-pub fn transactional_of(settings: &[(String, String)]) -> Result<bool, BenchError> {
-    let pairs = settings.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-    harvester::Config::default()
-        .with_overrides(pairs)
-        .map(|c| c.publish.transactional().is_some())
-        .map_err(|e| BenchError::Run(format!("settings do not resolve: {e}")))
+    resolved(settings).map(|c| c.limits.max_in_flight_per_key as u64)
 }
 
 /// What to do about `sessions` (each scenario's name and session) on a cluster whose minimum is

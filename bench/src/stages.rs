@@ -40,6 +40,11 @@ pub struct Stage {
     pub p99_ms: f64,
 }
 
+/// The stage called `name`, if the harvesters reported it.
+pub fn named<'a>(stages: &'a [Stage], name: &str) -> Option<&'a Stage> {
+    stages.iter().find(|x| x.name == name)
+}
+
 /// A histogram read back from the exposition: cumulative (upper bound, count) pairs, sum, count.
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Scraped {

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use crate::result::RunResult;
 use crate::scenario::BacklogSpec;
+use crate::stages::named;
 
 /// The shape of a drain: (keys, skew, partitions, value bytes).
 fn shape(r: &RunResult) -> Option<(BacklogSpec, i32)> {
@@ -40,9 +41,7 @@ pub(super) fn section(runs: &[RunResult]) -> String {
         let p = r.per_record();
         let b_ = r.batching;
         let sent = r.stages.as_ref().and_then(|st| {
-            st.iter()
-                .find(|x| x.name == "sent -> acknowledged")
-                .map(|x| format!("≤{} / ≤{}", x.p50_ms, x.p99_ms))
+            named(st, "sent -> acknowledged").map(|x| format!("≤{} / ≤{}", x.p50_ms, x.p99_ms))
         });
         let bound = key_bound(r);
         let _ = writeln!(
@@ -81,7 +80,7 @@ fn key_bound(r: &RunResult) -> Option<f64> {
         return None;
     }
     let stages = r.stages.as_ref()?;
-    let mean = |name: &str| stages.iter().find(|x| x.name == name).map(|x| x.mean_ms);
+    let mean = |name: &str| named(stages, name).map(|x| x.mean_ms);
     let round_trip_ms = mean("sent -> acknowledged")? + mean("acknowledged -> purged")?;
     (round_trip_ms > 0.0)
         .then(|| f64::from(b.keys) * r.key_window.max(1) as f64 * 1000.0 / round_trip_ms)

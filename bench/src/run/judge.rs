@@ -219,10 +219,11 @@ fn decide(
     } else {
         0
     };
-    let fenced = broker.embedded().is_none() && crate::session::transactional_of(&ev.settings)?;
+    let harvester = crate::session::resolved(&ev.settings)?;
+    let fenced = broker.embedded().is_none() && harvester.publish.transactional().is_some();
     let allowed = rewinds::Allowed::of(
         scenario.kind,
-        crate::session::key_window_of(&ev.settings)?,
+        harvester.limits.max_in_flight_per_key as u64,
         ev.zombie_in_flight,
         fenced,
     );
