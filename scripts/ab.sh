@@ -85,13 +85,12 @@ for i in $(seq "$rounds"); do
       | tee -a "$out/summary.txt"
   done
 done
-awk 'NR > 2 { r[$2] = r[$2] " " $5; c[$2] = c[$2] " " $7 } END {
-  for (s in r) { n = split(r[s], v, " "); min = v[1]; max = v[1]; sum = 0
+awk 'function spread(list, f,   v, n, i, min, max, sum) {
+    n = split(list, v, " "); min = v[1]; max = v[1]; sum = 0
     for (i = 1; i <= n; i++) { sum += v[i]; if (v[i] < min) min = v[i]; if (v[i] > max) max = v[i] }
-    printf "%-4s x ceiling: mean %.2f, range %.2f-%.2f over %d runs;", s, sum / n, min, max, n
-    split(c[s], u, " "); min = u[1]; max = u[1]; sum = 0
-    for (i = 1; i <= n; i++) { sum += u[i]; if (u[i] < min) min = u[i]; if (u[i] > max) max = u[i] }
-    printf " sum µs/rec: mean %.1f, range %.1f-%.1f\n", sum / n, min, max } }' \
+    return sprintf("mean " f ", range " f "-" f " over %d runs", sum / n, min, max, n) }
+  NR > 2 { r[$2] = r[$2] " " $5; c[$2] = c[$2] " " $7 }
+  END { for (s in r) printf "%-4s x ceiling: %s; sum µs/rec: %s\n", s, spread(r[s], "%.2f"), spread(c[s], "%.1f") }' \
   "$out/summary.txt" | sort | tee -a "$out/summary.txt"
 echo "reports: $out"
 exit "$gate_status"
