@@ -197,16 +197,20 @@ impl Member {
             .unwrap_or(0)
     }
 
-    /// The most records it had in flight in any meter event that arrived before `at` (its
-    /// pipeline holds no more than that when it is stopped there, give or take one meter
-    /// interval's growth); `None` before its first meter event.
-    pub fn in_flight_before(&self, at: Instant) -> Option<u64> {
-        self.proc
-            .lines_of("meter")
+    /// The records it had in flight when it was frozen at `stopped`, from its own meter events
+    /// on either side of the freeze: the last one before it and the first one after it (a
+    /// frozen process emits none, so that one was taken on the brink or on waking, before its
+    /// pipeline moved on). The larger of the two; `None` if it never emitted one.
+    pub fn in_flight_at_freeze(&self, stopped: Instant) -> Option<u64> {
+        let lines = self.proc.lines_of("meter");
+        let in_flight = |l: &testkit::process::Line| l.value["in_flight_records"].as_u64();
+        let before = lines
             .iter()
-            .filter(|l| l.at <= at)
-            .filter_map(|l| l.value["in_flight_records"].as_u64())
-            .max()
+            .rev()
+            .find(|l| l.at <= stopped)
+            .and_then(in_flight);
+        let after = lines.iter().find(|l| l.at > stopped).and_then(in_flight);
+        before.max(after)
     }
 
     /// Every meter event's (arrival, cumulative `published` count), oldest first.

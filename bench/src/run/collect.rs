@@ -188,7 +188,7 @@ fn stop_fleet(case: &Case<'_>, fleet: &mut Fleet, measured: &Measured) -> Stoppe
     let zombie_in_flight = measured
         .faulted
         .filter(|_| case.scenario.kind == Kind::FailoverZombie)
-        .and_then(|(i, stopped)| fleet.members[i].in_flight_before(stopped));
+        .and_then(|(i, stopped)| fleet.members[i].in_flight_at_freeze(stopped));
     let harvester_acks: u64 = fleet.members.iter().map(Member::last_published).sum();
     let metered = |field: &str| {
         fleet

@@ -30,9 +30,9 @@ pub struct Allowed {
 }
 
 impl Allowed {
-    /// What a run of `kind` with a key window of `key_window` may show, given the most
-    /// records the stalled leader had in flight before it was stopped (its meter events), if
-    /// it reported any, and whether the broker fences a zombie (`fenced`: transactional
+    /// What a run of `kind` with a key window of `key_window` may show, given the records the
+    /// stalled leader had in flight at the freeze (its own meter events on either side of it,
+    /// `Member::in_flight_at_freeze`), if it reported any, and whether the broker fences a zombie (`fenced`: transactional
     /// publishing on a real broker).
     pub fn of(kind: Kind, key_window: u64, zombie_in_flight: Option<u64>, fenced: bool) -> Self {
         let any_depth = if kind == Kind::FailoverZombie && !fenced {

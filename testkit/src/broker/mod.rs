@@ -12,6 +12,7 @@ pub mod host;
 pub mod limits;
 pub mod private;
 pub mod protocol;
+pub mod relay;
 mod topic_config;
 
 use std::io::{BufRead, BufReader, Write};

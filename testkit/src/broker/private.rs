@@ -2,7 +2,7 @@
 //! cluster has: a broker stopped, killed, or paused (SIGSTOP) until requests time out. The
 //! shared broker is never taken away; a test that needs to is given one of these.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -74,15 +74,15 @@ fn kafka_sh_version(args: &[&str], version: Option<&str>) -> Result<String, Test
 }
 
 /// A base port below the ephemeral range (so no outgoing connection holds one of them) whose
-/// every node's client and controller ports are free now.
+/// every node's client and controller ports (and the relayed listener's, the port after them)
+/// are free now.
 fn free_base(nodes: u16) -> Result<u16, TestkitError> {
     let mut rng = rand::thread_rng();
     for _ in 0..100 {
         let base = rng.gen_range(200..300u16) * 100;
         let free = (0..nodes).all(|i| {
             let p = base + 100 * i;
-            TcpListener::bind(("127.0.0.1", p)).is_ok()
-                && TcpListener::bind(("127.0.0.1", p + 1)).is_ok()
+            (p..p + 3).all(|port| TcpListener::bind(("127.0.0.1", port)).is_ok())
         });
         if free {
             return Ok(base);
@@ -121,6 +121,50 @@ impl PrivateKafka {
             cluster.version.as_deref(),
         )?;
         Ok(cluster)
+    }
+
+    /// One node with a second client listener, `RELAYED` (on the port after the controller's),
+    /// that advertises `relay`'s address: clients bootstrapped at the relay reach the broker only
+    /// through it ([`super::relay`]), the others through the plain listener. Returns the cluster
+    /// and the relayed listener's own address, for [`super::relay::Relay::start`].
+    pub fn start_relayed(relay: SocketAddr) -> Result<(PrivateKafka, SocketAddr), TestkitError> {
+        let dir = state_dir().join("private").join(names::unique("kafka"));
+        let p = free_base(1)?;
+        std::fs::create_dir_all(&dir)?;
+        let props = dir.join("relayed.properties");
+        std::fs::write(
+            &props,
+            format!(
+                "listeners=PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c},RELAYED://127.0.0.1:{r}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c},RELAYED://{relay}\n\
+                 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,RELAYED:PLAINTEXT\n",
+                c = p + 1,
+                r = p + 2,
+            ),
+        )?;
+        let mut cluster = PrivateKafka {
+            dir,
+            nodes: 1,
+            bootstrap: String::new(),
+            version: None,
+        };
+        let out = Command::new(script())
+            .args([
+                "up",
+                &cluster.dir.display().to_string(),
+                &p.to_string(),
+                "1",
+            ])
+            .env("HARVEST_KAFKA_EXTRA_PROPS", &props)
+            .output()?;
+        if !out.status.success() {
+            return Err(TestkitError::Server(format!(
+                "scripts/kafka.sh up (relayed): {}",
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        cluster.bootstrap = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        Ok((cluster, SocketAddr::from(([127, 0, 0, 1], p + 2))))
     }
 
     /// `scripts/kafka.sh` for this cluster's version.
