@@ -231,7 +231,13 @@ async fn freeze(kind: Kind, publish: Publish, prefix: &str) -> Outcome {
         },
     )
     .await
-    .unwrap();
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e:?}: held {:?}; the zombie's last meter {:?}",
+            relay.held(),
+            a.proc.lines_of("meter").last().map(|l| l.value.to_string())
+        )
+    });
     a.proc.signal(Signal::Stop).unwrap();
     let in_flight = meter(&a, "in_flight_records");
     let held = relay.held().produce_to(&topic);
