@@ -119,17 +119,23 @@ pub struct Member {
 }
 
 impl Member {
-    /// Starts `reaper --config <config> --events-json --set ...` and waits for its endpoint.
+    /// Starts `reaper --config <config> --events-json --set ...` and waits for its endpoint;
+    /// with `ack_log`, the member writes its acknowledgement log there (`audit.ack_log`).
     pub fn spawn(
         name: &str,
         reaper: &Path,
         config: &Path,
         settings: &[(String, String)],
+        ack_log: Option<&Path>,
     ) -> Result<Member, BenchError> {
         let mut cmd = Command::new(reaper);
         cmd.arg("--config").arg(config).arg("--events-json");
         for (k, v) in settings {
             cmd.arg("--set").arg(format!("{k}={v}"));
+        }
+        if let Some(path) = ack_log {
+            cmd.arg("--set")
+                .arg(format!("audit.ack_log={}", path.display()));
         }
         cmd.env(
             "RUST_LOG",
@@ -248,19 +254,32 @@ impl Member {
 pub struct Fleet {
     pub members: Vec<Member>,
     pub config: PathBuf,
+    /// Where the members write their acknowledgement logs, if they do.
+    pub acks: Option<PathBuf>,
 }
 
 impl Fleet {
+    /// Starts `n` members; with `acks`, each writes its acknowledgement log into that folder
+    /// ([`crate::acks`]).
     pub fn start(
         n: usize,
         reaper: &Path,
         config: PathBuf,
         settings: &[(String, String)],
+        acks: Option<PathBuf>,
     ) -> Result<Fleet, BenchError> {
         let members = (0..n)
-            .map(|i| Member::spawn(&format!("reaper-{i}"), reaper, &config, settings))
+            .map(|i| {
+                let name = format!("reaper-{i}");
+                let log = acks.as_deref().map(|d| crate::acks::path(d, &name));
+                Member::spawn(&name, reaper, &config, settings, log.as_deref())
+            })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Fleet { members, config })
+        Ok(Fleet {
+            members,
+            config,
+            acks,
+        })
     }
 
     /// Starts one more member (`reaper-<n>`, n the members so far) with the fleet's config
@@ -271,7 +290,9 @@ impl Fleet {
         settings: &[(String, String)],
     ) -> Result<usize, BenchError> {
         let i = self.members.len();
-        let member = Member::spawn(&format!("reaper-{i}"), reaper, &self.config, settings)?;
+        let name = format!("reaper-{i}");
+        let log = (self.acks.as_deref()).map(|d| crate::acks::path(d, &name));
+        let member = Member::spawn(&name, reaper, &self.config, settings, log.as_deref())?;
         self.members.push(member);
         Ok(i)
     }

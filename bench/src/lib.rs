@@ -41,6 +41,7 @@
 //!   `--database` is a `mysql://` or `mariadb://` URL (every scenario then runs on MariaDB with
 //!   its own ceilings, those that only make sense on Postgres skipped with the reason).
 
+pub mod acks;
 pub mod analysis;
 pub mod batching;
 pub mod broker;

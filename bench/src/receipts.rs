@@ -292,6 +292,8 @@ pub struct Collected {
     pub partitions: Vec<PartitionLog>,
     /// The partition each key was read from.
     pub key_partitions: HashMap<u32, i32>,
+    /// Where each receipt was read (partition, offset), in the receipts' order.
+    pub offsets: Vec<(i32, i64)>,
 }
 
 impl Collected {
@@ -414,6 +416,7 @@ impl Books {
         match (identity, key) {
             (Some((run, seq)), Some(key)) if run == self.run => {
                 c.receipts.push(Receipt { key, seq, at });
+                c.offsets.push((message.partition(), message.offset()));
                 c.key_partitions.insert(key, message.partition());
                 counters.received.fetch_add(1, Ordering::Relaxed);
                 if self.seen.insert((key, seq)) {

@@ -43,6 +43,8 @@ pub(super) struct Evidence {
     /// Records the stalled leader of a failover-zombie run had in flight when stopped.
     pub zombie_in_flight: Option<u64>,
     pub harvester_acks: u64,
+    /// What the members' acknowledgement logs hold (broker-faults runs; None: no logs kept).
+    pub ack_log: Option<Vec<crate::acks::Ack>>,
     pub db_work: DbWork,
     pub log_records: i64,
     /// The verifier did not read: the broker could not keep the whole backlog.
@@ -144,6 +146,7 @@ pub(super) async fn collect(
         batching: stopped.batching,
         zombie_in_flight: stopped.zombie_in_flight,
         harvester_acks: stopped.harvester_acks,
+        ack_log: stopped.ack_log,
         db_work,
         log_records,
         unverifiable,
@@ -167,6 +170,7 @@ struct Stopped {
     batching: Option<Batching>,
     zombie_in_flight: Option<u64>,
     harvester_acks: u64,
+    ack_log: Option<Vec<crate::acks::Ack>>,
     db_work: DbWork,
 }
 
@@ -185,6 +189,16 @@ fn stop_fleet(case: &Case<'_>, fleet: &mut Fleet, measured: &Measured) -> Stoppe
     let stages = crate::stages::from_expositions(&texts);
     let batching = crate::batching::from_expositions(&texts);
     tokio::task::block_in_place(|| fleet.stop());
+    // Read once the members stopped (each flushes its log as it ends); a log that cannot be
+    // read counts as none, which only errs against the harvester.
+    let ack_log = fleet.acks.as_deref().map(|dir| {
+        let acks = crate::acks::read(dir).unwrap_or_else(|e| {
+            eprintln!("[{}] acknowledgement logs unreadable: {e}", case.label);
+            Vec::new()
+        });
+        let _ = std::fs::remove_dir_all(dir);
+        acks
+    });
     let zombie_in_flight = measured
         .faulted
         .filter(|_| case.scenario.kind == Kind::FailoverZombie)
@@ -213,6 +227,7 @@ fn stop_fleet(case: &Case<'_>, fleet: &mut Fleet, measured: &Measured) -> Stoppe
         batching,
         zombie_in_flight,
         harvester_acks,
+        ack_log,
         db_work,
     }
 }

@@ -214,10 +214,17 @@ fn decide(
         u64::try_from(ev.leftovers.1).unwrap_or(0),
     );
     let c = ev.analysis.correctness;
-    let forgiven = if scenario.kind == Kind::BrokerFaults && !scenario.fault_errors.is_empty() {
-        loss.broker_lost
-    } else {
-        0
+    // Rows gone and records missing are the broker's loss only where a member's acknowledgement
+    // log shows Kafka acknowledged them (Produce errors injected into the mock); the rest were
+    // deleted without an acknowledgement: the harvester's.
+    let forgiven = match &ev.ack_log {
+        Some(acks) if scenario.kind == Kind::BrokerFaults && !scenario.fault_errors.is_empty() => {
+            let read: HashSet<(i32, i64)> = ev.collected.offsets.iter().copied().collect();
+            let gone = gone_by_key(&ev.committed_records, &received, &ev.remaining);
+            loss.broker_lost
+                .min(crate::acks::acknowledged(&gone, acks, &read))
+        }
+        _ => 0,
     };
     let harvester = crate::session::resolved(&ev.settings)?;
     let fenced = broker.embedded().is_none() && harvester.publish.transactional().is_some();
@@ -256,6 +263,7 @@ fn decide(
         lost: c.lost,
         forgiven,
         evicted,
+        logged: ev.ack_log.is_some(),
     };
     let (verdict, note) = verdict(tally, &loss, topic, broker.embedded().is_some(), drained);
     Ok(Decision {
@@ -266,6 +274,22 @@ fn decide(
         allowed,
         evicted,
     })
+}
+
+/// Per key, the records neither received nor left in the outbox: their rows are gone.
+fn gone_by_key(
+    committed: &[workloads::Committed],
+    received: &HashSet<(u32, u64)>,
+    remaining: &HashSet<(u32, u64)>,
+) -> std::collections::HashMap<u32, u64> {
+    let mut gone = std::collections::HashMap::new();
+    for c in committed {
+        let id = (c.key, c.seq);
+        if !received.contains(&id) && !remaining.contains(&id) {
+            *gone.entry(c.key).or_default() += 1;
+        }
+    }
+    gone
 }
 
 /// Missing records by cause.
@@ -341,6 +365,9 @@ struct Tally {
     forgiven: u64,
     /// Offsets the broker deleted before the verifier read them.
     evicted: u64,
+    /// The harvesters kept acknowledgement logs: what they do not show acknowledged is
+    /// theirs.
+    logged: bool,
 }
 
 /// Passed, failed, or inconclusive: a run whose only fault is records the broker deleted
@@ -357,6 +384,7 @@ fn verdict(
         lost,
         forgiven,
         evicted,
+        logged,
     } = tally;
     if clean && lost <= forgiven {
         let note = if evicted > 0 {
@@ -401,7 +429,12 @@ fn verdict(
             drained.ended_by.describe()
         ));
     }
-    if loss.broker_lost > 0 {
+    if loss.broker_lost > forgiven && logged {
+        why.push(format!(
+            "{} deleted from the outbox with no acknowledgement in the harvesters' logs (the harvester's loss; {forgiven} acknowledged and lost by the broker)",
+            loss.broker_lost - forgiven
+        ));
+    } else if loss.broker_lost > 0 {
         why.push(format!(
             "{} acknowledged but not in the log",
             loss.broker_lost
@@ -490,7 +523,34 @@ mod tests {
             lost,
             forgiven,
             evicted,
+            logged: false,
         }
+    }
+
+    /// A row deleted without an acknowledgement in the logs fails a broker-faults run, and the
+    /// note says whose loss it is; one the logs show acknowledged is forgiven.
+    #[test]
+    fn a_loss_without_an_acknowledgement_is_the_harvesters() {
+        let topic = TopicSizing::default();
+        let d = Drain::default();
+        let lost = Loss {
+            broker_lost: 3,
+            ..Loss::default()
+        };
+        let logged = |forgiven| Tally {
+            logged: true,
+            ..tally(true, 3, forgiven, 0)
+        };
+        let (v, note) = verdict(logged(2), &lost, &topic, true, &d);
+        assert_eq!(v, Verdict::Failed);
+        assert!(
+            note.contains("1 deleted from the outbox with no acknowledgement"),
+            "{note}"
+        );
+        assert_eq!(
+            verdict(logged(3), &lost, &topic, true, &d).0,
+            Verdict::Passed
+        );
     }
 
     #[test]

@@ -187,12 +187,21 @@ fn start_fleet(
     ground: &Ground,
     settings: &[(String, String)],
 ) -> Result<Fleet, BenchError> {
+    // Broker faults: the members log what Kafka acknowledged, so that a loss is the broker's
+    // only where a log shows the acknowledgement (`crate::acks`).
+    let acks = (case.scenario.kind == Kind::BrokerFaults)
+        .then(|| std::env::temp_dir().join(format!("bench-acks-{}", case.run_id)));
+    if let Some(dir) = &acks {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| BenchError::Run(format!("create {}: {e}", dir.display())))?;
+    }
     let fleet = tokio::task::block_in_place(|| {
         Fleet::start(
             case.scenario.harvesters,
             &bench.reaper,
             ground.reaper_config(&case.client)?,
             settings,
+            acks,
         )
     })?;
     tokio::task::block_in_place(|| fleet.wait_leader(Duration::from_secs(60)))?;

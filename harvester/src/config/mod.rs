@@ -31,7 +31,7 @@ pub use adaptive::{
 pub use leader::{Coordinator, LeaderConfig};
 pub use overrides::ENV_PREFIX;
 pub use publish::{PublishConfig, TransactionalConfig};
-pub use service::{HttpConfig, LogFormat, LoggingConfig};
+pub use service::{AuditConfig, HttpConfig, LogFormat, LoggingConfig};
 
 use crate::error::{ConfigProblem, Error};
 
@@ -63,6 +63,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// Log output (used by the reaper; embedders keep their own subscriber).
     pub logging: LoggingConfig,
+    /// An audit trail of Kafka's acknowledgements (`ack_log`). Default: none.
+    pub audit: AuditConfig,
 }
 
 impl Default for Config {
@@ -77,6 +79,7 @@ impl Default for Config {
             limits: Limits::default(),
             http: HttpConfig::default(),
             logging: LoggingConfig::default(),
+            audit: AuditConfig::default(),
         }
     }
 }

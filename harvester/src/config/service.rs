@@ -1,9 +1,11 @@
-//! Settings of the process around the harvester: the HTTP endpoint and logging.
+//! Settings of the process around the harvester: the HTTP endpoint, logging, and the audit
+//! trail of what Kafka acknowledged.
 //!
 //! They live in the one `Config` so that the reaper's file maps 1:1 onto it; an embedder that
 //! has its own HTTP server and logger simply leaves them at their defaults.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +18,19 @@ pub struct HttpConfig {
     /// Address to listen on, e.g. `0.0.0.0:9090`; port 0 picks a free port. Default: none
     /// (no endpoint) for embedders; the reaper defaults to `127.0.0.1:9090`.
     pub listen: Option<SocketAddr>,
+}
+
+/// Evidence of what Kafka acknowledged, kept apart from the outbox (off by default).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// A file to which each acknowledged record appends one line, `<row id> <partition>
+    /// <offset> <key as a JSON string>`, written from the producers' delivery reports before the
+    /// row can be purged (in transactional mode: acknowledged into its transaction). Default:
+    /// none. It costs a formatted line per record; what it is for: telling a record the broker
+    /// lost after acknowledging it from one whose row was deleted without an acknowledgement
+    /// (the benchmark's `broker-faults` verdict reads it). Flushed when the harvester stops.
+    pub ack_log: Option<PathBuf>,
 }
 
 /// Log output of the reaper (embedders keep their own subscriber).

@@ -82,6 +82,8 @@ pub struct Harvester {
     epochs: AtomicU64,
     /// Outlives terms: see `TermContext::fatal_rows`.
     fatal_rows: crate::pipeline::FatalRows,
+    /// The acknowledgement log (`audit.ack_log`), shared by every term's producers.
+    acks: Option<Arc<crate::pipeline::AckLog>>,
 }
 
 /// Who says what this harvester may work on.
@@ -158,6 +160,10 @@ impl Harvester {
         if config.database.migrate {
             store.migrate().await?;
         }
+        let acks = match &config.audit.ack_log {
+            Some(path) => Some(crate::pipeline::AckLog::open(path)?),
+            None => None,
+        };
         let by = match &coordination {
             Coordination::Leader(e) => e.describe(),
             Coordination::Buckets(a) => a.describe(),
@@ -177,6 +183,7 @@ impl Harvester {
             events,
             epochs: AtomicU64::new(0),
             fatal_rows: crate::pipeline::FatalRows::default(),
+            acks,
         })
     }
 
@@ -480,6 +487,7 @@ impl Harvester {
             // A commit waits for its records, which fail after the producers' delivery timeout
             // (below the succession, validated), then for the coordinator.
             txn_timeout: self.config.leader.succession() + Duration::from_secs(5),
+            acks: self.acks.clone(),
         }
         .start()
     }

@@ -76,6 +76,7 @@
 // `internals` feature makes them public for the micro-benchmarks and the instruction-count gate
 // (the `hotpaths` crate); without it they are private, and embedders never see them.
 #[cfg_attr(not(feature = "internals"), allow(dead_code, unreachable_pub))]
+mod acklog;
 pub mod adapt;
 pub mod batch;
 pub(crate) mod classify;
@@ -114,6 +115,7 @@ use crate::config::Limits;
 use crate::outbox::OutboxRecord;
 use crate::store::{BucketScope, OutboxStore};
 use crate::Result;
+pub(crate) use acklog::AckLog;
 use keys::Key;
 #[cfg(feature = "internals")]
 pub use producer::message_headers;

@@ -17,11 +17,12 @@ use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::KafkaError;
-use rdkafka::message::{DeliveryResult, Header, OwnedHeaders};
+use rdkafka::message::{DeliveryResult, Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, PurgeConfig, ThreadedProducer};
 use rdkafka::ClientConfig;
 use tokio::sync::mpsc;
 
+use super::acklog::AckLog;
 use super::diagnose::PartitionHealth;
 use crate::error::Error;
 use crate::kafka::statistics::SentSince;
@@ -52,6 +53,8 @@ pub struct BridgeContext {
     /// Where librdkafka's statistics go (what the producer sent), and its counters so far.
     stats: Option<Arc<Stats>>,
     sent: Mutex<SentSince>,
+    /// Notes each acknowledgement (`audit.ack_log`), when configured.
+    acks: Option<Arc<AckLog>>,
 }
 
 impl ClientContext for BridgeContext {
@@ -77,7 +80,12 @@ impl ProducerContext for BridgeContext {
 
     fn delivery(&self, result: &DeliveryResult<'_>, tag: Self::DeliveryOpaque) {
         let result = match result {
-            Ok(_) => Ok(()),
+            Ok(m) => {
+                if let Some(acks) = &self.acks {
+                    acks.record(tag.id, m.partition(), m.offset(), m.key());
+                }
+                Ok(())
+            }
             Err((e, _)) => Err(e.clone()),
         };
         let _ = self.reports.send(Report { tag: *tag, result });
@@ -139,13 +147,15 @@ impl ShardProducer {
     /// transaction coordinator (`init_transactions`, which blocks for up to `init_timeout`):
     /// that bumps the id's epoch, so whatever a previous owner of the id still sends is refused
     /// by the broker from then on, and its open transaction is aborted.
-    /// What it sends is added to `stats`, when given.
+    /// What it sends is added to `stats`, and what Kafka acknowledged noted in `acks`, when
+    /// given.
     pub fn new(
         shard: usize,
         config: &ClientConfig,
         transactional_id: Option<String>,
         init_timeout: Duration,
         stats: Option<Arc<Stats>>,
+        acks: Option<Arc<AckLog>>,
     ) -> Result<Arc<Self>> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut config = config.clone();
@@ -162,6 +172,7 @@ impl ShardProducer {
                 shard,
                 stats,
                 sent: Mutex::default(),
+                acks,
             })
             .map_err(Error::kafka(format!(
                 "create the producer of shard {shard}"
@@ -375,7 +386,7 @@ mod tests {
         for (k, v) in extra {
             config.set(*k, *v);
         }
-        ShardProducer::new(0, &config, None, Duration::from_secs(1), None).unwrap()
+        ShardProducer::new(0, &config, None, Duration::from_secs(1), None, None).unwrap()
     }
 
     #[test]

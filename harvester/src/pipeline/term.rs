@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::acklog::AckLog;
 use super::adapt::Adapt;
 use super::gone::MarksBegun;
 use super::narrow::{Narrow, Narrowed};
@@ -55,6 +56,8 @@ pub(crate) struct Term {
     pub producer: std::result::Result<rdkafka::ClientConfig, Vec<ConfigProblem>>,
     /// Bound of one transaction call (and of registering a transactional id).
     pub txn_timeout: Duration,
+    /// Where the producers note each acknowledgement (`audit.ack_log`), if anywhere.
+    pub acks: Option<Arc<AckLog>>,
 }
 
 /// A started term: narrow it, stop it, or await its end. Dropping it leaves the term running
@@ -149,6 +152,7 @@ impl Term {
             fence_only,
             init_timeout: self.txn_timeout,
             transactional: self.transactional.is_some(),
+            acks: self.acks,
         };
         tracing::info!(term = %self.label, generation = %self.generation, "leading: starting the pipeline");
         let handle = tokio::spawn(run(
@@ -176,6 +180,7 @@ struct Registration {
     fence_only: Vec<String>,
     init_timeout: Duration,
     transactional: bool,
+    acks: Option<Arc<AckLog>>,
 }
 
 impl Registration {
@@ -195,7 +200,7 @@ impl Registration {
         let all = self.ids.into_iter().map(|id| (false, id)).chain(fencing);
         let init_timeout = self.init_timeout;
         let creating = all.enumerate().map(|(i, (fence_only, id))| {
-            let config = config.clone();
+            let (config, acks) = (config.clone(), self.acks.clone());
             let (cut, ctx) = (hard.clone(), Arc::clone(ctx));
             tokio::task::spawn_blocking(move || {
                 if id.is_some() && (cut.is_cancelled() || !ctx.may_act()) {
@@ -204,7 +209,7 @@ impl Registration {
                     });
                 }
                 let stats = Some(Arc::clone(&ctx.stats));
-                let producer = ShardProducer::new(i, &config, id, init_timeout, stats)?;
+                let producer = ShardProducer::new(i, &config, id, init_timeout, stats, acks)?;
                 Ok((!fence_only).then_some(producer))
             })
         });
