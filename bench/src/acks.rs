@@ -32,7 +32,9 @@ pub fn read(dir: &Path) -> Result<Vec<Ack>, BenchError> {
     for entry in entries.flatten() {
         let text = std::fs::read_to_string(entry.path())
             .map_err(|e| BenchError::Run(format!("read {}: {e}", entry.path().display())))?;
-        for line in text.lines() {
+        // A member that died mid-write leaves its last line unterminated: not evidence.
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        for line in whole.lines() {
             let ack = parse(line).ok_or_else(|| {
                 BenchError::Run(format!(
                     "{}: not an acknowledgement line: {line:?}",
@@ -94,6 +96,16 @@ mod tests {
         assert_eq!(parse(&line), Some(Some(ack(3, 2, 40))));
         assert_eq!(parse("17 2 40 \"other\""), Some(None));
         assert_eq!(parse("17 2"), None);
+    }
+
+    #[test]
+    fn an_unterminated_last_line_is_not_read() {
+        let dir = std::env::temp_dir().join(format!("acks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = serde_json::to_string(&workloads::key_name(1)).unwrap();
+        std::fs::write(path(&dir, "reaper-0"), format!("1 0 5 {key}\n2 0 6 ")).unwrap();
+        assert_eq!(read(&dir).unwrap(), vec![ack(1, 0, 5)]);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

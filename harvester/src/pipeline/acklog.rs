@@ -48,11 +48,18 @@ impl AckLog {
     }
 }
 
-impl Drop for AckLog {
-    fn drop(&mut self) {
-        if let Err(e) = self.0.get_mut().flush() {
+impl AckLog {
+    /// Writes what is buffered to the file (a term's end; the last holder's drop).
+    pub fn flush(&self) {
+        if let Err(e) = self.0.lock().flush() {
             tracing::warn!("cannot flush the acknowledgement log: {e}");
         }
+    }
+}
+
+impl Drop for AckLog {
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 

@@ -244,6 +244,7 @@ async fn run(
     graceful: CancellationToken,
     hard: CancellationToken,
 ) -> Result<()> {
+    let acks = registration.acks.clone();
     let producers = registration.producers(&ctx, &hard).await?;
     let result = run_stages(ctx, producers.clone(), narrowings, graceful, hard.clone()).await;
     // Destroying producers blocks until librdkafka lets go; keep that off the runtime.
@@ -255,6 +256,11 @@ async fn run(
             }
         }
         drop(producers);
+        // Their last acknowledgements are in: on disk before the term ends (the process may
+        // exit without dropping the harvester that holds the log).
+        if let Some(acks) = acks {
+            acks.flush();
+        }
     })
     .await;
     result
