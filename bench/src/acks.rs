@@ -62,15 +62,17 @@ fn parse(line: &str) -> Option<Option<Ack>> {
 }
 
 /// Of the missing records whose rows are gone (`gone`, by key), how many the logs account for:
-/// per key, at most as many as its distinct acknowledged offsets the verifier did not `read`.
+/// per key, at most as many as its acknowledgements at offsets the verifier did not `read`
+/// (each offset once), and those without an offset (librdkafka reports none for a batch the
+/// broker answered as a duplicate: acknowledged, never shown where).
 pub fn acknowledged(gone: &HashMap<u32, u64>, acks: &[Ack], read: &HashSet<(i32, i64)>) -> u64 {
-    let unread: HashSet<&Ack> = acks
-        .iter()
-        .filter(|a| !read.contains(&(a.partition, a.offset)))
-        .collect();
     let mut per_key: HashMap<u32, u64> = HashMap::new();
-    for a in unread {
-        *per_key.entry(a.key).or_default() += 1;
+    let mut counted = HashSet::new();
+    for a in acks {
+        let unread = a.offset < 0 || !read.contains(&(a.partition, a.offset));
+        if unread && (a.offset < 0 || counted.insert(*a)) {
+            *per_key.entry(a.key).or_default() += 1;
+        }
     }
     gone.iter()
         .map(|(k, n)| (*n).min(per_key.get(k).copied().unwrap_or(0)))
@@ -117,5 +119,8 @@ mod tests {
         let acks = [ack(1, 0, 5), ack(1, 0, 6), ack(1, 0, 6)];
         assert_eq!(acknowledged(&gone, &acks, &read), 1);
         assert_eq!(acknowledged(&gone, &[], &read), 0);
+        // Acknowledged without an offset: each counts.
+        let unknown = [ack(1, 0, -1001), ack(1, 0, -1001)];
+        assert_eq!(acknowledged(&gone, &unknown, &read), 2);
     }
 }
