@@ -13,7 +13,9 @@
 //! In transactional mode (`publish.mode = "transactional"`) each owned bucket publishes under a
 //! transactional id of its own, which the bucket's next owner registers again: the broker then
 //! fences the stopped member's producers, and nothing it had in flight becomes visible after
-//! its successor's records (0 rewinds, where idempotent mode counts them).
+//! its successor's records (0 rewinds, where idempotent mode counts them). This run does not
+//! make the stopped member hold sends when it is frozen, so it cannot show the fencing itself:
+//! `tests/fencing.rs` does, with Produce requests held on the wire at the freeze.
 
 mod common;
 
