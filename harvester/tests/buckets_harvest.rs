@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,19 +73,7 @@ async fn buckets_move_mid_stream_without_loss_or_reorder(backend: Backend) {
     a.acquire(0..4);
     b.acquire(4..8);
     // A steady stream over 40 keys through every move, until told to stop.
-    let writing = Arc::new(AtomicBool::new(true));
-    let writer = {
-        let (world, writing) = (Arc::clone(&world), Arc::clone(&writing));
-        tokio::spawn(async move {
-            let mut seq = 0;
-            while writing.load(Ordering::Relaxed) {
-                world.write_round("k", 40, seq).await;
-                seq += 1;
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            seq
-        })
-    };
+    let writers = common::sharing::Steady::start(&world, "k", 40);
     wait_for("both publish", world.publishing(), || async {
         ha.harvester.stats().published > 0 && hb.harvester.stats().published > 0
     })
@@ -136,8 +124,7 @@ async fn buckets_move_mid_stream_without_loss_or_reorder(backend: Backend) {
     )
     .await
     .unwrap();
-    writing.store(false, Ordering::Relaxed);
-    let rounds = writer.await.unwrap();
+    let rounds = writers.stop().await;
     let report = world.verify(Duration::from_secs(60)).await;
     world.drained().await;
     let published: Vec<u64> = [&ha, &hb, &hc]

@@ -35,12 +35,12 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::backend::Backend;
 use common::reaper::{Reaper, TempFile};
+use common::sharing::Steady;
 use common::World;
 use harvester::config::LeaderConfig;
 use harvester::kafka::KafkaConfig;
@@ -70,15 +70,7 @@ fn leader(world: &World, kind: Kind) -> LeaderConfig {
     let base = world.config().leader;
     match (kind, base) {
         (Kind::Leader, l) => l,
-        (Kind::Buckets, _) => {
-            LeaderConfig::NeliBuckets(harvester::assign::neli::NeliAssignorConfig {
-                group_id: Some(world.group.clone()),
-                heartbeat_timeout: Duration::from_secs(1),
-                min_poll_interval: Duration::from_millis(50),
-                buckets: BUCKETS,
-                ..Default::default()
-            })
-        }
+        (Kind::Buckets, _) => world.neli_buckets(BUCKETS),
     }
 }
 
@@ -163,11 +155,7 @@ async fn freeze(kind: Kind, publish: Publish, prefix: &str) -> Outcome {
     let world = Arc::new(World::on_broker(Backend::Postgres, prefix, 4, cluster.broker()).await);
     world.migrate().await;
     if kind == Kind::Buckets {
-        world
-            .broker
-            .create_topic(&format!("{}.neli-buckets", world.group), i32::from(BUCKETS))
-            .await
-            .unwrap();
+        world.create_bucket_topic(BUCKETS).await;
     }
     let txn = format!("{}-txn", world.group);
     let (txn_a, txn_b) = if unfenced() {
@@ -195,19 +183,7 @@ async fn freeze(kind: Kind, publish: Publish, prefix: &str) -> Outcome {
         .await
         .unwrap();
     }
-    let writing = Arc::new(AtomicBool::new(true));
-    let writer = {
-        let (world, writing) = (Arc::clone(&world), Arc::clone(&writing));
-        tokio::spawn(async move {
-            let mut seq = 0;
-            while writing.load(Ordering::Relaxed) {
-                world.write_round("k", KEYS, seq).await;
-                seq += 1;
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            seq
-        })
-    };
+    let writers = Steady::start(&world, "k", KEYS);
     wait_for("the zombie-to-be publishes", world.publishing(), || async {
         meter(&a, "published") > 0
     })
@@ -276,8 +252,7 @@ async fn freeze(kind: Kind, publish: Publish, prefix: &str) -> Outcome {
     .await
     .unwrap();
     a.proc.signal(Signal::Cont).unwrap();
-    writing.store(false, Ordering::Relaxed);
-    writer.await.unwrap();
+    writers.stop().await;
     world
         .drained_while_progressing(succession + Duration::from_secs(30))
         .await;
@@ -302,6 +277,18 @@ async fn freeze(kind: Kind, publish: Publish, prefix: &str) -> Outcome {
     }
 }
 
+/// Prints the freeze, and asserts what every freeze must show: sends held at it, and nothing
+/// lost, reordered or unexpected.
+fn held_and_verified(kind: Kind, publish: Publish, o: &Outcome) {
+    print(kind, publish, o);
+    assert!(o.held >= 1 && o.in_flight >= 1, "the freeze held sends");
+    let r = &o.report;
+    assert!(
+        r.lost == 0 && r.reordered == 0 && r.unexpected == 0,
+        "verification failed:\n{r}"
+    );
+}
+
 fn print(kind: Kind, publish: Publish, o: &Outcome) {
     let codes: Vec<&Vec<i16>> = o.answers.iter().map(|a| &a.errors).collect();
     println!(
@@ -317,18 +304,13 @@ fn print(kind: Kind, publish: Publish, o: &Outcome) {
 /// The transactional zombie's late sends are refused, and nothing it held becomes visible.
 async fn fenced(kind: Kind, prefix: &str) {
     let o = freeze(kind, Publish::Transactional, prefix).await;
-    print(kind, Publish::Transactional, &o);
-    assert!(o.held >= 1 && o.in_flight >= 1, "the freeze held sends");
+    held_and_verified(kind, Publish::Transactional, &o);
     assert!(
         o.answers.iter().all(|a| !a.written()),
         "the broker wrote a fenced zombie's held Produce requests: {:?}",
         o.answers
     );
     let r = &o.report;
-    assert!(
-        r.lost == 0 && r.reordered == 0 && r.unexpected == 0,
-        "verification failed:\n{r}"
-    );
     assert_eq!(
         r.rewinds, 0,
         "a fenced zombie's records became visible:\n{r}"
@@ -338,18 +320,13 @@ async fn fenced(kind: Kind, prefix: &str) {
 /// The same freeze unfenced: the held requests are written after the successor's records.
 async fn control(kind: Kind, prefix: &str) {
     let o = freeze(kind, Publish::Idempotent, prefix).await;
-    print(kind, Publish::Idempotent, &o);
-    assert!(o.held >= 1 && o.in_flight >= 1, "the freeze held sends");
+    held_and_verified(kind, Publish::Idempotent, &o);
     assert!(
         o.answers.iter().any(|a| a.written()),
         "the broker refused an unfenced zombie's held requests: {:?}",
         o.answers
     );
     let r = &o.report;
-    assert!(
-        r.lost == 0 && r.reordered == 0 && r.unexpected == 0,
-        "verification failed:\n{r}"
-    );
     assert!(
         r.rewinds >= 1,
         "the unfenced zombie's late records did not land after its successor's: the test \

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use common::backend::Backend;
 use common::reaper::{Reaper, TempFile};
+use common::sharing::Steady;
 use common::World;
 use harvester::config::LeaderConfig;
 use parking_lot::Mutex;
@@ -49,15 +50,7 @@ enum Kind {
 impl Kind {
     fn leader(self, world: &World) -> LeaderConfig {
         match self {
-            Kind::NeliBuckets => {
-                LeaderConfig::NeliBuckets(harvester::assign::neli::NeliAssignorConfig {
-                    group_id: Some(world.group.clone()),
-                    heartbeat_timeout: Duration::from_secs(1),
-                    min_poll_interval: Duration::from_millis(50),
-                    buckets: BUCKETS,
-                    ..Default::default()
-                })
-            }
+            Kind::NeliBuckets => world.neli_buckets(BUCKETS),
             #[cfg(feature = "etcd")]
             Kind::Rink => LeaderConfig::Rink(harvester::assign::rink::RinkConfig {
                 endpoints: vec![testkit::coord::etcd_endpoint()],
@@ -242,12 +235,7 @@ async fn scale_out(kind: Kind, backend: Backend, prefix: &str, publish: Publish)
     let world = Arc::new(World::on(backend, prefix, 4).await);
     world.migrate().await;
     if kind == Kind::NeliBuckets {
-        // The embedded broker has no CreateTopics: the leader topic is made through its control.
-        world
-            .broker
-            .create_topic(&format!("{}.neli-buckets", world.group), i32::from(BUCKETS))
-            .await
-            .unwrap();
+        world.create_bucket_topic(BUCKETS).await;
     }
     let config = config(&world, kind, publish);
     let members: Arc<Mutex<Vec<Option<SocketAddr>>>> = Arc::default();
@@ -272,19 +260,7 @@ async fn scale_out(kind: Kind, backend: Backend, prefix: &str, publish: Publish)
 
     // A steady stream through the join, the leave and the kill: 40 keys, a round every 10 ms,
     // until told to stop (the stop below then meets a backlog, not new writes).
-    let writing = Arc::new(AtomicBool::new(true));
-    let writer = {
-        let (world, writing) = (Arc::clone(&world), Arc::clone(&writing));
-        tokio::spawn(async move {
-            let mut seq = 0;
-            while writing.load(Ordering::Relaxed) {
-                world.write_round("k", 40, seq).await;
-                seq += 1;
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            seq
-        })
-    };
+    let writers = Steady::start(&world, "k", 40);
     wait_for("the stream is published", settle, || async {
         reapers.iter().any(|r| published(r) > 0)
     })
@@ -327,8 +303,7 @@ async fn scale_out(kind: Kind, backend: Backend, prefix: &str, publish: Publish)
     })
     .await
     .unwrap();
-    writing.store(false, Ordering::Relaxed);
-    let rounds = writer.await.unwrap();
+    let rounds = writers.stop().await;
 
     // Rows leave the outbox only once Kafka took their records (committed, in transactional
     // mode), so the drain is awaited first, for as long as it progresses: the longest a bucket

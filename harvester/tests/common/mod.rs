@@ -11,6 +11,7 @@ pub mod held;
 pub mod mssql;
 pub mod real;
 pub mod reaper;
+pub mod sharing;
 
 use std::sync::Arc;
 use std::time::Duration;
