@@ -325,7 +325,8 @@ private_mariadb() {
           --socket="$dir/mysqld.sock" --pid-file="$dir/mariadbd.pid" --user="$(id -un)" \
           --skip-name-resolve --ssl-ca="$STATE/tls/ca.pem" --ssl-cert="$STATE/tls/server.pem" \
           --ssl-key="$STATE/tls/server.key"
-        wait_until 60 test -S "$dir/mysqld.sock" \
+        # The socket file appears before the server accepts on it: wait for an answer.
+        wait_until 60 mariadb -S "$dir/mysqld.sock" -u root -e 'SELECT 1' >/dev/null 2>&1 \
           || { say "mariadb did not come up; see $dir/mariadb.log"; tail -20 "$dir/mariadb.log" >&2; exit 1; }
         mariadb -S "$dir/mysqld.sock" -u root -e "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
           GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; CREATE DATABASE IF NOT EXISTS test;" \
