@@ -2,7 +2,9 @@
 //!
 //! Waiting for work uses the store's wake-ups (for Postgres, LISTEN on the insert trigger's
 //! NOTIFY) with a polling fallback that backs off from `mark_backoff` to `idle_poll_interval`, so
-//! an idle harvester costs a few queries a second instead of goharvest's hundred.
+//! an idle harvester costs a few queries a second instead of goharvest's hundred. Where every
+//! commit is announced, a mark that found fewer rows than it asked for waits for the next
+//! announcement (or `mark_backoff`) too: at a low rate, marking again at once finds nothing.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -65,6 +67,7 @@ pub(crate) async fn run(
         // Counted before the statement begins, so a shard that sees a row finished after this
         // count moved knows this mark may still bring it back (see `gone`).
         let number = marks.fetch_add(1, Ordering::SeqCst) + 1;
+        wakeups.forget_received();
         let mark = match &scope {
             None => ctx.store.mark(generation, n),
             Some(scope) => ctx.store.mark_scoped(generation, n, scope),
@@ -98,6 +101,8 @@ pub(crate) async fn run(
             .saturating_sub(ctx.permits.available_permits());
         ctx.adapt
             .after_mark(ended, want, n, rows.len(), held, &ctx.permits);
+        // Fewer rows than asked for: the table held no more when the mark began.
+        let short = rows.len() < n;
         let records = rows.iter().filter_map(|d| d.as_ref().ok());
         let prepared = ctx.bounded(
             "compute the buckets of marked keys",
@@ -152,6 +157,12 @@ pub(crate) async fn run(
                 sent = shards[shard].send(ToShard::Records { mark: number, records: batch }) => if sent.is_err() { return Ok(()) },
                 () = hard.cancelled() => return Ok(()),
             }
+        }
+        if short && wakeups.announces() {
+            // Marking again at once would find nothing unless a row committed meanwhile, and
+            // its announcement ends this wait at once.
+            drop(marking);
+            wait_for_work(&ctx, wakeups.as_mut(), idle, &graceful, &hard).await;
         }
     }
 }

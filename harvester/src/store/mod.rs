@@ -97,6 +97,18 @@ pub trait Wakeups: Send + fmt::Debug {
     /// whichever comes first. Spurious wake-ups are allowed (the marker just marks again);
     /// sleeping past `idle` is not. Dropping the future before it resolves is safe.
     fn wait(&mut self, idle: Duration) -> BoxFuture<'_, ()>;
+
+    /// Whether every commit of a row is announced: then a mark that found fewer rows than it
+    /// asked for may wait for the next announcement instead of marking again at once (which,
+    /// at a low rate, finds nothing: one wasted statement per record). False for polling.
+    fn announces(&self) -> bool {
+        false
+    }
+
+    /// Forgets the announcements received so far, just before a mark: their rows committed
+    /// before it starts, so it sees them, and waking for them afterwards would only mark again
+    /// for nothing. Announcements that arrive later stay pending.
+    fn forget_received(&mut self) {}
 }
 
 /// Wake-ups for a store without notifications: the marker polls, backing off to `idle`.

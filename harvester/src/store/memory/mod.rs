@@ -465,6 +465,14 @@ impl Wakeups for Inserts {
             }
         })
     }
+
+    fn announces(&self) -> bool {
+        true
+    }
+
+    fn forget_received(&mut self) {
+        self.0.mark_unchanged();
+    }
 }
 
 #[cfg(test)]

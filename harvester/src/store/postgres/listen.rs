@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 
@@ -30,7 +31,26 @@ impl Wakeups for Listening {
             }
         })
     }
+
+    fn announces(&self) -> bool {
+        true
+    }
+
+    fn forget_received(&mut self) {
+        // Only what is readable now: `recv` is cancel-safe, so a notification half read when
+        // the poll finds nothing more is kept for the next wait. Bounded, so a flood of inserts
+        // cannot hold the marker here.
+        for _ in 0..FORGET_AT_MOST {
+            match self.0.try_recv().now_or_never() {
+                Some(Ok(Some(_))) => {}
+                _ => return,
+            }
+        }
+    }
 }
+
+/// The most notifications one `forget_received` reads.
+const FORGET_AT_MOST: usize = 10_000;
 
 /// Listens on `channel`, or polls when there is none or `LISTEN` fails (logged).
 pub(super) async fn wakeups(pool: &PgPool, channel: Option<&str>) -> Box<dyn Wakeups> {
