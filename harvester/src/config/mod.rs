@@ -96,7 +96,9 @@ pub struct Limits {
     /// Pause after a database or Kafka I/O error before retrying. Default 500ms.
     #[serde(with = "humantime_serde")]
     pub io_error_backoff: Duration,
-    /// First pause when a mark finds nothing; doubles up to `idle_poll_interval`. Default 10ms.
+    /// First pause when a mark finds nothing; doubles up to `idle_poll_interval`. Where every
+    /// commit is announced (Postgres's NOTIFY), also the longest wait after a mark that found
+    /// fewer rows than it asked for, unless a NOTIFY ends it first. Default 10ms.
     #[serde(with = "humantime_serde")]
     pub mark_backoff: Duration,
     /// Longest pause between marks when idle and no NOTIFY arrives. Default 1s.
