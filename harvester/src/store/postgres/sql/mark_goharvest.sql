@@ -11,6 +11,7 @@ WITH picked AS MATERIALIZED (
 marked AS (
     UPDATE {{outbox}} SET leader_id = $1
     WHERE id = ANY((SELECT ids FROM picked)::BIGINT[])
+      AND id >= $3 AND id <= (SELECT ids[cardinality(ids)] FROM picked)
     RETURNING id, kafka_topic, kafka_key, kafka_value, kafka_header_keys, kafka_header_values,
               create_time
 )

@@ -4,10 +4,12 @@
 -- `IN (subquery)` Postgres plans a hash join over the whole table, re-plans every call, and
 -- planning itself walks the dead head of the index), and the statement always returns one row
 -- more or less: how many rows the scan picked and the last of them, even when a concurrent
--- delete left none to mark (then the row's id is NULL). The scope placeholder after the leader
--- condition is empty for the whole table; a scoped mark (mark_scoped) puts there
--- `AND <the row's bucket> = ANY($4)` (bucket_native.sql), $5 the bucket count, and a guard that
--- $5 is the count recorded in the layout table (migrations/0005_layout.sql).
+-- delete left none to mark (then the row's id is NULL). The UPDATE repeats the picked range
+-- (from the floor to the last id picked): the same rows, but a plan cached while the table was
+-- new and nearly empty then still reads the index, not every page of a table that grew since.
+-- The scope placeholder after the leader condition is empty for the whole table; a scoped mark
+-- (mark_scoped) puts there `AND <the row's bucket> = ANY($4)` (bucket_native.sql), $5 the bucket
+-- count, and a guard that $5 is the count recorded in the layout table (migrations/0005_layout.sql).
 WITH picked AS MATERIALIZED (
     SELECT ARRAY(
         SELECT id FROM {{outbox}}
@@ -19,6 +21,7 @@ WITH picked AS MATERIALIZED (
 marked AS (
     UPDATE {{outbox}} SET leader_id = $1
     WHERE id = ANY((SELECT ids FROM picked)::BIGINT[])
+      AND id >= $3 AND id <= (SELECT ids[cardinality(ids)] FROM picked)
     RETURNING id, topic, kafka_key, kafka_value, header_keys, header_values,
               kafka_partition, (extract(epoch FROM kafka_timestamp) * 1000)::BIGINT AS kafka_timestamp_ms,
               create_time
