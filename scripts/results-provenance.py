@@ -767,7 +767,7 @@ def resolve(cited: str, sections: list[Section]) -> Section | str:
     cited = canon(cited).strip()
     exact = [s for s in sections if canon(s.title) == cited]
     starts = [s for s in sections if canon(s.title).startswith(cited)
-              and not canon(s.title)[len(cited)].isalnum()]
+              and not canon(s.title)[len(cited):][:1].isalnum()]
     if exact or len(starts) == 1:
         return (exact or starts)[0]
     if not starts:
@@ -775,14 +775,21 @@ def resolve(cited: str, sections: list[Section]) -> Section | str:
     return "names " + " and ".join(f"'{s.title}'" for s in starts) + ": cite more of one title"
 
 
-def figure_lines_of(section: Section) -> set[str]:
-    """The values a section's Figure lines state, canonical, for README's coverage count."""
-    values = set()
+def figure_lines_of(section: Section) -> str:
+    """The values a section's Figure lines state, canonical and one a line, for README's count
+    of figures a Figure line states."""
+    values = []
     for _, line in section.figures:
         fig = parse_figure(line)
         if not isinstance(fig, str):
-            values.add(canon(fig.value).replace(" ", "").lstrip("~"))
-    return values
+            values.append(canon(fig.value).replace(" ", "").lstrip("~"))
+    return "\n".join(values)
+
+
+def stated(figure: Figure, section: Section) -> bool:
+    """Whether a Figure line of the section states the figure: its value, a range's two ends,
+    or the number an abbreviation ("90.0k") rounds."""
+    return figure_found(Figure(figure.token, ""), figure_lines_of(section).replace("-", " - "))
 
 
 def check_block(block: Block, sections: list[Section], listing: list[str]) -> tuple[list[str],
@@ -810,11 +817,11 @@ def check_block(block: Block, sections: list[Section], listing: list[str]) -> tu
     for fig in figures:
         backed = [s for s in usable if figure_found(fig, canon("\n".join(s.backed)))]
         doubted = [s for s in backed if figure_found(fig, canon("\n".join(s.unbacked_text)))]
-        stated = any(fig.token.lstrip("~") in figure_lines_of(s) for s in backed)
-        covered += stated
+        by_line = any(stated(fig, s) for s in backed)
+        covered += by_line
         listing.append(f"{where}: {fig.token} {fig.unit}: " +
                        (", ".join(f"'{s.title[:50]}'" for s in backed) or "NOT FOUND") +
-                       (" (Figure line)" if stated else ""))
+                       (" (Figure line)" if by_line else ""))
         if not backed:
             problems.append(f"{where}: {fig.token} {fig.unit}".rstrip() + " is in none of the "
                             "cited sections: " + "; ".join(f"'{s.title}'" for s in cited))
