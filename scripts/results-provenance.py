@@ -41,24 +41,31 @@ the report's own value (a Source line only says which reports a section read):
               /REGEX/                the first group of REGEX in the report's text (for logs
                                      recorded with scripts/record.sh: counts, exit status)
 
-for example `Figure: 7.7 ms = median of "p50 ms" of latency-500 in `results/latency-4fc348f/`
-(3 reports)`. VALUE matches within the rounding of its printed decimals (34,934 within 0.5;
-0.67 within 0.005). PATH must be clean and among the section's Source lines.
+for example `Figure: 6.2 ms = median of "p50 ms" of latency-500 in
+`results/latency-47e6bdc/20261202-*.md` (3 reports)`. PATH is a report, a directory or a glob,
+as on Source lines; its reports must be clean and cited by the section's Source lines. VALUE
+matches within the rounding of its printed decimals (34,934 within 0.5; 0.67 within 0.005).
 
-README.md is read too. Its blocks (a paragraph, a list item, a table row; fenced code is not
-read) that state a measured figure must cite a RESULTS.md section as `RESULTS.md "Title"` (the
-title or its start, unique among the `##`/`###` titles), and each such figure must appear in
-the text of one of the sections cited, outside its Unbacked lines and not in them; a cited
-section must have a clean Source line and must not be withdrawn. A measured figure is a number,
-outside inline code, with a unit only measurements carry: a rate (rec/s, records/s, rows/s,
-events/s), a cost per record (µs, or B/ms per record or row), a ratio (`2.4x`, `15.6×`, a
-decimal below 1 such as `0.72` or `0.72 of`), a count of runs (`3 of 9`), a percentage, a
-percentile's value (`p99 58 ms`); or a duration (ms, s, min) written as a range (`8.5-9.0 s`),
-as approximate (`~10 ms`, `about 2 minutes`), or in a sentence that says it was measured
-(`here`, `measured`, `took`, `passed`, `later`). A number after `at least`, `at most`, `up
+README.md is read too. Its blocks (a paragraph, a list item, a table row, a heading; fenced code
+is not read) that state a measured figure must cite a RESULTS.md section as `RESULTS.md "Title"`
+(the title or its start, unique among the `##`/`###` titles), and each such figure must appear
+in the text of one of the sections cited (its title, body, Source and Figure lines) and not in
+its Unbacked lines; a cited section must have a clean Source line and must not be withdrawn.
+A figure is found as written after normalising thousands separators, `×`/`x`, dashes and the
+minus sign; a range ("8.5-9.0 s") as written or by both its ends; an integer below 100 only
+beside its unit ("3 %"), and an abbreviation ("27.9k") also as the number it rounds. The count
+of figures a cited section's Figure lines state is printed (`--figures` lists each).
+
+A measured figure is a number, outside inline code and HTML comments, with a unit only
+measurements carry: a rate (rec/s, records/s, rows/s, events/s), a cost per record (µs, or
+B/ms per record or row), a ratio (`2.4x`, `15.6×`, or a decimal below 1 such as `0.72`), a
+count of runs (`3 of 9`), a percentage, a percentile's value (`p99 58 ms`); or a duration (ms,
+s, min) written as a range (`8.5-9.0 s`), to the second (`10 min 23 s`), as approximate (`~10
+ms`, `about 2 minutes`), of a commit (`138 s at 0cff770`), or in a sentence that says it was
+`measured`, `took`, `passed` or `recorded`. A number right after `at least`, `at most`, `up
 to`, `within`, `every`, `default`, `≤` or `≥` is a limit, not a measurement. A block whose
-figures are not measurements says so with `<!-- not measured: REASON -->` (sparingly: the
-count is printed).
+numbers are inputs or settings that these rules take for measurements says so with an HTML
+comment `<!-- not measured: REASON -->` (sparingly: how many blocks do is printed).
 
 `--check` also runs the unit tests in scripts/test_results_provenance.py.
 
@@ -73,6 +80,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import re
 import statistics
@@ -90,7 +98,7 @@ TITLE = re.compile(r"^# (Benchmark run|Tuning sweep|goharvest side by side) (\S+
 MACHINE = re.compile(r"^(\d+) cores \((.*)\), (\d+) GiB$")
 CITED = re.compile(r"`(results/[^`\s]*)`")
 OPT_OUT = re.compile(r"<!--\s*not measured:\s*\S.*?-->", re.S)
-CITATION = re.compile(r'RESULTS\.md,?\s+"([^"]+)"')
+CITATION = re.compile(r'(?<!`)RESULTS\.md,?\s+"([^"]+)"')  # in backticks: an example
 
 
 @dataclass
@@ -792,6 +800,12 @@ def stated(figure: Figure, section: Section) -> bool:
     return figure_found(Figure(figure.token, ""), figure_lines_of(section).replace("-", " - "))
 
 
+def opted_out(text: str) -> bool:
+    """Whether a block says its numbers are not measurements (an example in inline code does
+    not count)."""
+    return bool(OPT_OUT.search(re.sub(r"`[^`]*`", " ", text)))
+
+
 def check_block(block: Block, sections: list[Section], listing: list[str]) -> tuple[list[str],
                                                                                     int, int]:
     """A README block's citations and figures: (problems, figures, figures a Figure line of a
@@ -804,7 +818,7 @@ def check_block(block: Block, sections: list[Section], listing: list[str]) -> tu
             problems.append(f'{where}: RESULTS.md "{title}" {section}')
         else:
             cited.append(section)
-    figures = [] if OPT_OUT.search(block.text) else block_figures(block.text)
+    figures = [] if opted_out(block.text) else block_figures(block.text)
     if not figures:
         return problems, 0, 0
     usable = [s for s in cited if not s.citable()]
@@ -835,16 +849,16 @@ def check_readme(readme: Path, sections: list[Section], show: bool) -> list[str]
     """Every README block with a measured figure cites a backed RESULTS.md section that holds
     the figure; prints how many figures, opt-outs and Figure-line coverage."""
     problems, listing, total, covered, blocks = [], [], 0, 0, 0
-    text = readme.read_text()
-    for block in readme_blocks(text):
+    marked = 0
+    for block in readme_blocks(readme.read_text()):
+        marked += opted_out(block.text)
         found, count, stated = check_block(block, sections, listing)
         problems += found
         total, covered, blocks = total + count, covered + stated, blocks + (count > 0)
     if show:
         print("\n".join(listing))
     print(f"README.md: {total} measured figures in {blocks} blocks, {covered} of them stated "
-          f"by a Figure line of the cited section; {len(OPT_OUT.findall(text))} blocks marked "
-          "'not measured'")
+          f"by a Figure line of the cited section; {marked} blocks marked 'not measured'")
     return problems
 
 
@@ -857,7 +871,7 @@ def unit_tests() -> list[str]:
     if not tests.exists():
         return [f"{tests.name} is missing"]
     suite = unittest.defaultTestLoader.discover(str(tests.parent), pattern=tests.name)
-    result = unittest.TextTestRunner(stream=open("/dev/null", "w"), verbosity=0).run(suite)
+    result = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0).run(suite)
     print(f"unit tests: {result.testsRun} run, {len(result.failures) + len(result.errors)} failed")
     return [f"unit test {t.id()} failed:\n{trace}" for t, trace in
             result.failures + result.errors]

@@ -134,6 +134,10 @@ class Citations(unittest.TestCase):
         self.assertEqual(rp.resolve("Fillfactor 50", self.SECTIONS).line, 3)
         self.assertEqual(rp.resolve("Zombie fencing on Kafka, fixed", self.SECTIONS).line, 1)
 
+    def test_a_citation_in_inline_code_is_an_example(self):
+        block = rp.Block(3, 'cite it as `RESULTS.md "Title"`')
+        self.assertEqual(rp.check_block(block, self.SECTIONS, []), ([], 0, 0))
+
     def test_an_ambiguous_or_unknown_title(self):
         self.assertIn("cite more", rp.resolve("Zombie fencing on Kafka", self.SECTIONS))
         self.assertIn("no section", rp.resolve("Fillfactor 5", self.SECTIONS))
