@@ -797,7 +797,7 @@ def figure_lines_of(section: Section) -> str:
 def stated(figure: Figure, section: Section) -> bool:
     """Whether a Figure line of the section states the figure: its value, a range's two ends,
     or the number an abbreviation ("90.0k") rounds."""
-    return figure_found(Figure(figure.token, ""), figure_lines_of(section).replace("-", " - "))
+    return figure_found(Figure(figure.token, ""), figure_lines_of(section))
 
 
 def opted_out(text: str) -> bool:
@@ -806,22 +806,47 @@ def opted_out(text: str) -> bool:
     return bool(OPT_OUT.search(re.sub(r"`[^`]*`", " ", text)))
 
 
+def citations(block: Block, sections: list[Section]) -> tuple[list[Section], list[str]]:
+    """The RESULTS.md sections a README block cites, and the citations that name none."""
+    cited, problems = [], []
+    for title in CITATION.findall(canon(block.text)):
+        section = resolve(title, sections)
+        if isinstance(section, str):
+            problems.append(f'README.md:{block.line}: RESULTS.md "{title}" {section}')
+        else:
+            cited.append(section)
+    return cited, problems
+
+
+def figure_problem(where: str, fig: Figure, cited: list[Section],
+                   listing: list[str]) -> tuple[str | None, bool]:
+    """Why one README figure is not backed by the sections its block cites (or None), and
+    whether a Figure line of one of them states it; notes the figure in `listing`."""
+    usable = [s for s in cited if not s.citable()]
+    backed = [s for s in usable if figure_found(fig, canon("\n".join(s.backed)))]
+    doubted = [s for s in backed if figure_found(fig, canon("\n".join(s.unbacked_text)))]
+    by_line = any(stated(fig, s) for s in backed)
+    listing.append(f"{where}: {fig.token} {fig.unit}: " +
+                   (", ".join(f"'{s.title[:50]}'" for s in backed) or "NOT FOUND") +
+                   (" (Figure line)" if by_line else ""))
+    if not backed:
+        return (f"{where}: {fig.token} {fig.unit}".rstrip() + " is in none of the cited "
+                "sections: " + "; ".join(f"'{s.title}'" for s in cited)), by_line
+    if len(doubted) == len(backed):
+        return f"{where}: {fig.token} is among the Unbacked figures of '{doubted[0].title}'", \
+            by_line
+    return None, by_line
+
+
 def check_block(block: Block, sections: list[Section], listing: list[str]) -> tuple[list[str],
                                                                                     int, int]:
     """A README block's citations and figures: (problems, figures, figures a Figure line of a
     cited section states)."""
     where = f"README.md:{block.line}"
-    cited, problems = [], []
-    for title in CITATION.findall(canon(block.text)):
-        section = resolve(title, sections)
-        if isinstance(section, str):
-            problems.append(f'{where}: RESULTS.md "{title}" {section}')
-        else:
-            cited.append(section)
+    cited, problems = citations(block, sections)
     figures = [] if opted_out(block.text) else block_figures(block.text)
     if not figures:
         return problems, 0, 0
-    usable = [s for s in cited if not s.citable()]
     problems += [f"{where}: cites '{s.title}', which {s.citable()}" for s in cited if s.citable()]
     if not cited:
         shown = ", ".join(f.token for f in figures[:6])
@@ -829,19 +854,9 @@ def check_block(block: Block, sections: list[Section], listing: list[str]) -> tu
                            'section (RESULTS.md "Title")'], len(figures), 0
     covered = 0
     for fig in figures:
-        backed = [s for s in usable if figure_found(fig, canon("\n".join(s.backed)))]
-        doubted = [s for s in backed if figure_found(fig, canon("\n".join(s.unbacked_text)))]
-        by_line = any(stated(fig, s) for s in backed)
+        problem, by_line = figure_problem(where, fig, cited, listing)
+        problems += [problem] if problem else []
         covered += by_line
-        listing.append(f"{where}: {fig.token} {fig.unit}: " +
-                       (", ".join(f"'{s.title[:50]}'" for s in backed) or "NOT FOUND") +
-                       (" (Figure line)" if by_line else ""))
-        if not backed:
-            problems.append(f"{where}: {fig.token} {fig.unit}".rstrip() + " is in none of the "
-                            "cited sections: " + "; ".join(f"'{s.title}'" for s in cited))
-        elif doubted and len(doubted) == len(backed):
-            problems.append(f"{where}: {fig.token} is among the Unbacked figures of "
-                            f"'{doubted[0].title}'")
     return problems, len(figures), covered
 
 
@@ -852,9 +867,9 @@ def check_readme(readme: Path, sections: list[Section], show: bool) -> list[str]
     marked = 0
     for block in readme_blocks(readme.read_text()):
         marked += opted_out(block.text)
-        found, count, stated = check_block(block, sections, listing)
+        found, count, by_lines = check_block(block, sections, listing)
         problems += found
-        total, covered, blocks = total + count, covered + stated, blocks + (count > 0)
+        total, covered, blocks = total + count, covered + by_lines, blocks + (count > 0)
     if show:
         print("\n".join(listing))
     print(f"README.md: {total} measured figures in {blocks} blocks, {covered} of them stated "

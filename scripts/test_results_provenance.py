@@ -248,20 +248,28 @@ class Cells(unittest.TestCase):
                 (rp.ROOT / "results" / "q").mkdir(parents=True)
                 path = rp.ROOT / "results" / "q" / "r.md"
                 path.write_text(REPORT)
+                (path.parent / "r2.md").write_text(REPORT)
                 self.figure_checks(str(path.relative_to(rp.ROOT)), rp.markdown_report(path))
             finally:
                 rp.ROOT = root
 
     def figure_checks(self, rel: str, report) -> None:
-        section = rp.Section(1, "s", sourced={rel})
-        check = lambda line: rp.check_figure(line, "here", section, {rel: report})
+        other = rel.replace("r.md", "r2.md")
+        section = rp.Section(1, "s", sourced={rel, other})
+        reports = {rel: report, other: rp.markdown_report(rp.ROOT / other)}
+        check = lambda line: rp.check_figure(line, "here", section, reports)
         self.assertEqual(check(f'Figure: 0.67 = "x lower ceiling" of drain in `{rel}`'), [])
         self.assertEqual(check(f"Figure: 138 s = /after (\\d+) s/ in `{rel}`"), [])
-        self.assertIn("reads 0.67", check(f'Figure: 0.68 = "x lower ceiling" of drain in `{rel}`')[0])
+        wrong = check(f'Figure: 0.68 = "x lower ceiling" of drain in `{rel}`')
+        self.assertIn("reads 0.67", wrong[0])
+        json_wrong = check(f"Figure: 7 = .drain_records_per_s of drain in `{rel}`")
+        self.assertIn("no report under it has .drain_records_per_s of drain", json_wrong[0])
+        self.assertIn("2 reports have it", check(f'Figure: 5 = "x lower ceiling" of drain in '
+                                                 f'`{rel.rsplit("/", 1)[0]}/`')[0])
         self.assertIn("no report under it has",
                       check(f'Figure: 1 = "x lower ceiling" of steady in `{rel}`')[0])
         unsourced = rp.check_figure(f'Figure: 0.67 = "x lower ceiling" of drain in `{rel}`',
-                                    "here", rp.Section(1, "s"), {rel: report})
+                                    "here", rp.Section(1, "s"), reports)
         self.assertIn("no clean Source line", unsourced[0])
 
 if __name__ == "__main__":
