@@ -885,6 +885,7 @@ def unit_tests() -> list[str]:
     tests = Path(__file__).with_name("test_results_provenance.py")
     if not tests.exists():
         return [f"{tests.name} is missing"]
+    sys.dont_write_bytecode = True  # no scripts/__pycache__ left in the checkout
     suite = unittest.defaultTestLoader.discover(str(tests.parent), pattern=tests.name)
     result = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0).run(suite)
     print(f"unit tests: {result.testsRun} run, {len(result.failures) + len(result.errors)} failed")

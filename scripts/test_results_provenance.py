@@ -13,6 +13,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # loading the script leaves no scripts/__pycache__ behind
 SCRIPT = Path(__file__).with_name("results-provenance.py")
 SPEC = importlib.util.spec_from_file_location("results_provenance", SCRIPT)
 rp = importlib.util.module_from_spec(SPEC)
