@@ -183,3 +183,44 @@ async fn a_cold_run_says_its_figures_are_a_cold_start() {
     assert!(r.passed, "{}", r.problems);
     assert!(r.log.iter().all(|p| p.start == 0), "{:?}", r.log);
 }
+
+/// A topic transactional scenarios use is warmed by a transactional writer, whose every
+/// partition ends with a commit marker: an offset no record carries. The read-back ends at
+/// the high watermark all the same; a reader that counts records waits out its minute on the
+/// marker and fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transactional_warm_up_reads_past_the_commit_markers() {
+    testkit::init_tracing();
+    let broker = testkit::Broker::discover().unwrap();
+    assert!(
+        broker.embedded().is_none(),
+        "KAFKA_BROKERS names the real broker"
+    );
+    let topic = testkit::names::topic("warm-txn");
+    broker.create_topic(&topic, 4).await.unwrap();
+    let rule = bench::warm::Rule {
+        round_records: 400,
+        min_rounds: 2,
+        max_rounds: 2,
+        max_time: Duration::from_secs(30),
+        tolerance: 0.1,
+        window: 1,
+    };
+    let client = testkit::verify::ClientSettings::plaintext(broker.bootstrap());
+    let warming = tokio::task::spawn_blocking(move || {
+        bench::warm::load::warm(
+            &client,
+            &topic,
+            4,
+            100,
+            bench::warm::Writer::Transactional,
+            &rule,
+            &|| None,
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap_or_else(|e| panic!("the transactional warm-up failed: {e}"));
+    assert_eq!(warming.rounds.len(), 2);
+    assert_eq!(warming.records(), 800);
+}

@@ -275,15 +275,30 @@ fn read_back(
             )));
         }
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
-            if let Some(n) = usize::try_from(m.partition())
-                .ok()
-                .and_then(|p| next.get_mut(p))
-            {
-                *n = (*n).max(m.offset() + 1);
+            advance(&mut next, m.partition(), m.offset() + 1);
+        }
+        // A transactional topic ends each partition with a commit marker, an offset no message
+        // carries: the reader's position moves past it.
+        let position = consumer
+            .position()
+            .map_err(kafka("read the warm-up reader's position"))?;
+        for e in position.elements_for_topic(topic) {
+            if let Offset::Offset(o) = e.offset() {
+                advance(&mut next, e.partition(), o);
             }
         }
     }
     Ok(())
+}
+
+/// Records that the reader is at `offset` of `partition` or beyond.
+fn advance(next: &mut [i64], partition: i32, offset: i64) {
+    if let Some(n) = usize::try_from(partition)
+        .ok()
+        .and_then(|p| next.get_mut(p))
+    {
+        *n = (*n).max(offset);
+    }
 }
 
 #[cfg(test)]
