@@ -9,11 +9,22 @@
 #   scripts/ab.sh REV [ROUNDS]            ROUNDS drains per side (default 3)
 #   scripts/ab.sh --no-gate REV [ROUNDS]  the drains only, for a change the gate's workloads do
 #                                         not run (SQL, migrations, settings); say so where cited
+#   scripts/ab.sh [--no-gate] --scenario NAME REV [ROUNDS]
+#                                         another scenario of the bench instead of the drain
+#                                         (e.g. latency-500): its p50 and p99 in place of the
+#                                         drain's rate and ratio
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 gate=true
-if [ "${1:-}" = --no-gate ]; then gate=false; shift; fi
+scenario=drain
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-gate) gate=false; shift ;;
+    --scenario) scenario=${2:?--scenario needs a name}; shift 2 ;;
+    *) break ;;
+  esac
+done
 rev=${1:?usage: scripts/ab.sh [--no-gate] REV [ROUNDS]}
 rounds=${2:-3}
 old_sha=$(git rev-parse --short "$rev")
@@ -61,36 +72,39 @@ fi
 out=$ROOT/target/ab/results
 rm -rf "$out"
 mkdir -p "$out"
-# The drain row of a report's scenario table, its columns found by their headers.
-drain_of() { awk -F'|' '
+# The scenario's two headline columns: a drain's rate and ratio to the ceiling, else p50 and p99.
+if [ "$scenario" = drain ]; then first="drain rec/s"; second="x lower ceiling"
+else first="p50 ms"; second="p99"; fi
+# The scenario's row of a report's scenario table, its columns found by their headers.
+figures_of() { awk -F'|' -v s=" $scenario " -v a="$first" -v b="$second" '
   /^\| scenario \| correctness/ { for (i = 2; i < NF; i++) { h = $i; gsub(/^ +| +$/, "", h); col[h] = i } }
-  $2 ~ /^ drain $/ && ("drain rec/s" in col) && !seen { seen = 1
-    r = $col["drain rec/s"]; x = $col["x lower ceiling"]; gsub(/ /, "", r); gsub(/ /, "", x); print r, x }' \
+  $2 == s && (a in col) && !seen { seen = 1
+    r = $col[a]; x = $col[b]; gsub(/ /, "", r); gsub(/ /, "", x); print r, x }' \
   "$1"/*.md; }
-# The drain's CPU per delivered record: harvesters/Postgres/broker and their sum, in µs.
-cpu_of() { awk -F'|' '/^### CPU per delivered record/ { t = 1 }
-  t && $2 ~ /^ drain $/ { gsub(/ /, "", $5); gsub(/ /, "", $6); gsub(/ /, "", $7); gsub(/ /, "", $8)
+# The scenario's CPU per delivered record: harvesters/Postgres/broker and their sum, in µs.
+cpu_of() { awk -F'|' -v s=" $scenario " '/^### CPU per delivered record/ { t = 1 }
+  t && $2 == s { gsub(/ /, "", $5); gsub(/ /, "", $6); gsub(/ /, "", $7); gsub(/ /, "", $8)
     print $5 "/" $6 "/" $7, $8; exit }' "$1"/*.md; }
-printf '\n%-6s %-5s %-14s %12s %10s %18s %7s\n' round side build "drain rec/s" "x ceiling" \
+printf '\n%-6s %-5s %-14s %12s %10s %18s %7s\n' round side build "$first" "$second" \
   "µs h/pg/broker" "µs sum" | tee "$out/summary.txt"
 for i in $(seq "$rounds"); do
   for side in old new; do
     if [ "$side" = old ]; then bin=$ROOT/target/ab/old/bench; sha=$old_sha
     else bin=$ROOT/target/release/bench; sha=$new_sha; fi
-    scripts/with-services.sh "$bin" run --profile quick --scenario drain --out "$out/$side-$i" \
-      > "$out/$side-$i.log" 2>&1 || { echo "drain run $side-$i failed; see $out/$side-$i.log" >&2; exit 1; }
-    read -r rate ratio < <(drain_of "$out/$side-$i")
+    scripts/with-services.sh "$bin" run --profile quick --scenario "$scenario" --out "$out/$side-$i" \
+      > "$out/$side-$i.log" 2>&1 || { echo "$scenario run $side-$i failed; see $out/$side-$i.log" >&2; exit 1; }
+    read -r rate ratio < <(figures_of "$out/$side-$i")
     read -r parts sum < <(cpu_of "$out/$side-$i")
     printf '%-6s %-5s %-14s %12s %10s %18s %7s\n' "$i" "$side" "$sha" "$rate" "$ratio" "$parts" "$sum" \
       | tee -a "$out/summary.txt"
   done
 done
-awk 'function spread(list, f,   v, n, i, min, max, sum) {
+awk -v col="$second" 'function spread(list, f,   v, n, i, min, max, sum) {
     n = split(list, v, " "); min = v[1]; max = v[1]; sum = 0
     for (i = 1; i <= n; i++) { sum += v[i]; if (v[i] < min) min = v[i]; if (v[i] > max) max = v[i] }
     return sprintf("mean " f ", range " f "-" f " over %d runs", sum / n, min, max, n) }
   NR > 2 { r[$2] = r[$2] " " $5; c[$2] = c[$2] " " $7 }
-  END { for (s in r) printf "%-4s x ceiling: %s; sum µs/rec: %s\n", s, spread(r[s], "%.2f"), spread(c[s], "%.1f") }' \
+  END { for (s in r) printf "%-4s %s: %s; sum µs/rec: %s\n", s, col, spread(r[s], "%.2f"), spread(c[s], "%.1f") }' \
   "$out/summary.txt" | sort | tee -a "$out/summary.txt"
 echo "reports: $out"
 exit "$gate_status"
