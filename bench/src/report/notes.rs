@@ -39,6 +39,13 @@ pub(super) fn failovers(runs: &[RunResult]) -> String {
             "\n{}: fault -> new leader acquired {:.0} ms; fault -> its first publish {:.0} ms; publish gap {:.0} ms.",
             r.scenario, f.fault_to_acquired_ms, f.fault_to_first_publish_ms, f.gap_ms
         );
+        if let Some(n) = r.zombie_in_flight {
+            let _ = writeln!(
+                s,
+                "{}: the stalled leader had {n} records in flight at the freeze.",
+                r.scenario
+            );
+        }
     }
     s
 }

@@ -338,3 +338,27 @@ fn a_run_without_ceilings_says_so_instead_of_an_empty_table() {
     let row = md.lines().find(|l| l.starts_with("| drain |")).unwrap();
     assert!(row.contains("| 10000 | - | - | - |"), "{row}");
 }
+
+#[test]
+fn a_zombie_run_says_what_its_stalled_leader_held_at_the_freeze() {
+    let failover = Some(crate::result::Failover {
+        fault_to_acquired_ms: 2981.0,
+        gap_ms: 3810.0,
+        fault_to_first_publish_ms: 3600.0,
+    });
+    let zombie = RunResult {
+        failover,
+        zombie_in_flight: Some(42),
+        ..run("failover-zombie-transactional", Verdict::Passed, "")
+    };
+    let kill = RunResult {
+        failover,
+        ..run("failover-kill", Verdict::Passed, "")
+    };
+    let s = notes::failovers(&[zombie, kill]);
+    assert!(
+        s.contains("failover-zombie-transactional: the stalled leader had 42 records in flight at the freeze."),
+        "{s}"
+    );
+    assert!(!s.contains("failover-kill: the stalled"), "{s}");
+}

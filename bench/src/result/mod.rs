@@ -132,6 +132,11 @@ pub struct RunResult {
     /// stalled leader's late records (failover-zombie), at most what it had in flight.
     #[serde(default)]
     pub rewinds_allowed: u64,
+    /// A failover-zombie's stalled leader: the records it had in flight at the freeze (its own
+    /// meter events on either side of it), in either publishing mode; `None` elsewhere or when
+    /// it reported none. A zombie that held none could not have rewound anything.
+    #[serde(default)]
+    pub zombie_in_flight: Option<u64>,
     /// The harvesters' key window: any rewind less deep than this is within the guarantee.
     #[serde(default = "one")]
     pub key_window: u64,

@@ -50,6 +50,7 @@ pub(super) fn judge(
         verdict_note: decision.note,
         pace: Some(Pace::judge(ev.target, sustained.zip(write_rate))),
         rewinds_allowed: decision.allowed.any_depth,
+        zombie_in_flight: ev.zombie_in_flight,
         key_window: decision.allowed.key_window,
         problems: a.problems,
         left_in_outbox,

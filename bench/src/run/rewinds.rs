@@ -13,8 +13,9 @@
 //!   depth.
 //! - **Transactional publishing on a real broker: none.** The successor's `init_transactions`
 //!   fences the zombie's epoch and aborts its open transaction, so nothing it sends after the
-//!   takeover is ever read (0 in 20 of 20 runs, RESULTS.md, issue 34); a rewind there is a
-//!   fencing failure and fails the run. The embedded broker cannot fence, so transactional runs
+//!   takeover is ever read (`harvester/tests/fencing.rs` freezes a leader holding Produce
+//!   requests and asserts the broker refused them); a rewind there is a fencing failure and
+//!   fails the run. The embedded broker cannot fence, so transactional runs
 //!   on it are bounded as idempotent ones.
 
 use crate::analysis::Correctness;
