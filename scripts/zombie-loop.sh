@@ -61,7 +61,8 @@ for line in open(path):
     allowed = r.get("rewinds_allowed", 0)
     print(f"run {i}: {r['scenario']}: delivered {c['delivered']} lost {c['lost']} "
           f"duplicates {c['duplicates']} reordered {c['reordered']} rewinds {c['rewinds']} "
-          f"(allowed {allowed}) verdict {r.get('verdict')}")
+          f"(allowed {allowed}) in flight at the freeze {r.get('zombie_in_flight')} "
+          f"verdict {r.get('verdict')}")
     # Transactional producers on a real broker are to be fenced: no rewind at all.
     bad = c["lost"] or c["reordered"] or c["rewinds"] > (0 if mode == "transactional" else allowed)
     sys.exit(1 if bad else 0)
@@ -72,6 +73,7 @@ python3 - "$out" <<'EOF'
 import glob, json, sys
 t = {"runs": 0, "delivered": 0, "lost": 0, "duplicates": 0, "reordered": 0, "rewinds": 0,
      "runs_with_rewinds": 0}
+held = []
 for path in sorted(glob.glob(sys.argv[1] + "/*.jsonl")):
     for line in open(path):
         r = json.loads(line)
@@ -81,6 +83,11 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.jsonl")):
             for k in ("delivered", "lost", "duplicates", "reordered", "rewinds"):
                 t[k] += c[k]
             t["runs_with_rewinds"] += 1 if c["rewinds"] else 0
+            held.append(r.get("zombie_in_flight") or 0)
 print("zombie-loop totals: " + ", ".join(f"{k} {v}" for k, v in t.items()))
+# A zombie that held nothing at the freeze could not have rewound anything: say how many did.
+if held:
+    print(f"zombie-loop: the stalled leader held {min(held)}-{max(held)} records in flight at "
+          f"the freeze; {sum(1 for h in held if h > 0)} of {len(held)} runs held some")
 EOF
 exit "$failed"
