@@ -28,7 +28,6 @@ done
 rev=${1:?usage: scripts/ab.sh [--no-gate] REV [ROUNDS]}
 rounds=${2:-3}
 old_sha=$(git rev-parse --short "$rev")
-new_sha="$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes)"
 
 gate_status=0
 if $gate; then
@@ -64,6 +63,8 @@ build "$wt"
 mkdir -p "$ROOT/target/ab/old"
 cp "$ROOT/target/release/reaper" "$ROOT/target/release/bench" "$ROOT/target/ab/old/"
 build "$ROOT"
+# Taken after the build: the tree the new side's binaries were built from.
+new_sha="$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes)"
 if cmp -s "$ROOT/target/ab/old/bench" "$ROOT/target/release/bench"; then
   echo "ab: $old_sha and this tree built the same bench binary; not comparing a build with itself" >&2
   exit 1
