@@ -1,43 +1,50 @@
-"""Unit tests of scripts/results-provenance.py: what it counts as a measured figure in README,
-how it finds one in a RESULTS.md section, and how it parses and compares a Figure line.
+"""Unit tests of scripts/results-provenance.py (its modules under scripts/provenance/): what it
+counts as a measured figure in README, how it finds one in a RESULTS.md section, and how it
+parses and compares a Figure line.
 
-Run: python3 -m unittest discover -s scripts -p 'test_results_provenance.py' (and by
-`scripts/results-provenance.py --check`, which CI runs).
+Run: python3 -B -m unittest discover -s scripts -p 'test_results_provenance.py' (and by
+`scripts/results-provenance.py --check`, which CI runs); -B, since discover imports
+scripts/provenance/ and this file before either can turn bytecode off.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-sys.dont_write_bytecode = True  # loading the script leaves no scripts/__pycache__ behind
-SCRIPT = Path(__file__).with_name("results-provenance.py")
-SPEC = importlib.util.spec_from_file_location("results_provenance", SCRIPT)
-rp = importlib.util.module_from_spec(SPEC)
-sys.modules[SPEC.name] = rp  # dataclasses look their module up by name
-SPEC.loader.exec_module(rp)
+sys.dont_write_bytecode = True  # importing scripts/provenance/ leaves no __pycache__ behind
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+# after the lines above, which they need
+from provenance import reports  # noqa: E402
+from provenance.figures import aggregate, agrees, check_figure, parse_figure  # noqa: E402
+from provenance.measured import Figure, block_figures, canon, figure_found, prose  # noqa: E402
+from provenance.readme import Block, check_block, readme_blocks, resolve  # noqa: E402
+from provenance.report_values import number_in, table_value  # noqa: E402
+from provenance.sections import Section  # noqa: E402
 
 
 def tokens(text: str) -> list[str]:
-    return [f.token for f in rp.block_figures(text)]
+    return [f.token for f in block_figures(text)]
 
 
 class Canon(unittest.TestCase):
     def test_separators_dashes_and_times_sign(self):
-        self.assertEqual(rp.canon("12,000 rec/s, 8.5–9.0 s, 15.6×, −0.31 %"),
+        self.assertEqual(canon("12,000 rec/s, 8.5–9.0 s, 15.6×, −0.31 %"),
                          "12000 rec/s, 8.5-9.0 s, 15.6x, -0.31 %")
 
     def test_a_list_keeps_its_commas(self):
-        self.assertEqual(rp.canon("14.3, 12.6, 12.7 µs"), "14.3, 12.6, 12.7 µs")
+        self.assertEqual(canon("14.3, 12.6, 12.7 µs"), "14.3, 12.6, 12.7 µs")
 
     def test_prose_drops_code_comments_and_cited_titles(self):
         text = 'at `--scale 0.1` <!-- 0.5 --> (RESULTS.md "Drain at 500 rec/s")'
-        self.assertNotIn("0.1", rp.prose(text))
-        self.assertNotIn("0.5", rp.prose(text))
-        self.assertNotIn("500", rp.prose(text))
+        self.assertNotIn("0.1", prose(text))
+        self.assertNotIn("0.5", prose(text))
+        self.assertNotIn("500", prose(text))
 
 
 class MeasuredFigures(unittest.TestCase):
@@ -87,7 +94,7 @@ class Blocks(unittest.TestCase):
     ])
 
     def test_paragraphs_items_rows_and_no_fenced_code(self):
-        blocks = rp.readme_blocks(self.TEXT)
+        blocks = readme_blocks(self.TEXT)
         self.assertEqual([b.line for b in blocks], [1, 3, 6, 8, 10, 11, 12])
         self.assertEqual(blocks[1].text, "A paragraph\non two lines.")
         self.assertEqual(blocks[2].text, "- an item\n  continued")
@@ -95,11 +102,11 @@ class Blocks(unittest.TestCase):
 
 
 class Found(unittest.TestCase):
-    SECTION = rp.canon("drain 34,934 rec/s; p99 262-279 ms; at 70, 46 % HOT; 3 cores; "
-                       "the ceiling fell from 90.0k; 27,927 rec/s; 0 rewinds in 20 of 20 runs")
+    SECTION = canon("drain 34,934 rec/s; p99 262-279 ms; at 70, 46 % HOT; 3 cores; "
+                    "the ceiling fell from 90.0k; 27,927 rec/s; 0 rewinds in 20 of 20 runs")
 
     def found(self, token: str, unit: str = "") -> bool:
-        return rp.figure_found(rp.Figure(token, unit), self.SECTION)
+        return figure_found(Figure(token, unit), self.SECTION)
 
     def test_numbers_as_written(self):
         self.assertTrue(self.found("34934", "rec/s"))
@@ -109,8 +116,8 @@ class Found(unittest.TestCase):
     def test_ranges_whole_or_by_their_ends(self):
         self.assertTrue(self.found("262-279", "s"))
         self.assertFalse(self.found("46-70", "%"))
-        self.assertTrue(rp.figure_found(rp.Figure("8.5-9.0", "s"), "8.5 and 9.0 s"))
-        self.assertTrue(rp.figure_found(rp.Figure("8.5-9.0", "s"), "8.5 - 9.0"))
+        self.assertTrue(figure_found(Figure("8.5-9.0", "s"), "8.5 and 9.0 s"))
+        self.assertTrue(figure_found(Figure("8.5-9.0", "s"), "8.5 - 9.0"))
 
     def test_a_small_integer_only_beside_its_unit(self):
         self.assertTrue(self.found("46", "%"))
@@ -127,86 +134,86 @@ class Found(unittest.TestCase):
 
 
 class Citations(unittest.TestCase):
-    SECTIONS = [rp.Section(1, "Zombie fencing on Kafka, fixed (issue 34): 0 rewinds"),
-                rp.Section(2, "Zombie fencing on Kafka (issue 34, first measurement)"),
-                rp.Section(3, "Fillfactor 50 (issue 52): HOT")]
+    SECTIONS = [Section(1, "Zombie fencing on Kafka, fixed (issue 34): 0 rewinds"),
+                Section(2, "Zombie fencing on Kafka (issue 34, first measurement)"),
+                Section(3, "Fillfactor 50 (issue 52): HOT")]
 
     def test_a_title_or_its_unique_start(self):
-        self.assertEqual(rp.resolve("Fillfactor 50", self.SECTIONS).line, 3)
-        self.assertEqual(rp.resolve("Zombie fencing on Kafka, fixed", self.SECTIONS).line, 1)
+        self.assertEqual(resolve("Fillfactor 50", self.SECTIONS).line, 3)
+        self.assertEqual(resolve("Zombie fencing on Kafka, fixed", self.SECTIONS).line, 1)
 
     def test_a_citation_in_inline_code_is_an_example(self):
-        block = rp.Block(3, 'cite it as `RESULTS.md "Title"`')
-        self.assertEqual(rp.check_block(block, self.SECTIONS, []), ([], 0, 0))
+        block = Block(3, 'cite it as `RESULTS.md "Title"`')
+        self.assertEqual(check_block(block, self.SECTIONS, []), ([], 0, 0))
 
     def test_an_ambiguous_or_unknown_title(self):
-        self.assertIn("cite more", rp.resolve("Zombie fencing on Kafka", self.SECTIONS))
-        self.assertIn("no section", rp.resolve("Fillfactor 5", self.SECTIONS))
-        self.assertIn("no section", rp.resolve("Nothing", self.SECTIONS))
+        self.assertIn("cite more", resolve("Zombie fencing on Kafka", self.SECTIONS))
+        self.assertIn("no section", resolve("Fillfactor 5", self.SECTIONS))
+        self.assertIn("no section", resolve("Nothing", self.SECTIONS))
 
     def test_a_block_without_citation_fails_and_a_marked_one_passes(self):
-        block = rp.Block(7, "drained 40,000 rec/s here")
-        problems, figures, _ = rp.check_block(block, self.SECTIONS, [])
+        block = Block(7, "drained 40,000 rec/s here")
+        problems, figures, _ = check_block(block, self.SECTIONS, [])
         self.assertEqual(figures, 1)
         self.assertIn("cite no RESULTS.md section", problems[0])
-        marked = rp.Block(7, "offered 40,000 rec/s <!-- not measured: an input -->")
-        self.assertEqual(rp.check_block(marked, self.SECTIONS, []), ([], 0, 0))
+        marked = Block(7, "offered 40,000 rec/s <!-- not measured: an input -->")
+        self.assertEqual(check_block(marked, self.SECTIONS, []), ([], 0, 0))
 
     def test_a_figure_only_in_unbacked_lines_fails(self):
-        section = rp.Section(4, "Backed in part", clean_sources=1,
-                             backed=["drain 41,000 rec/s", "p99 2.2 s"],
-                             unbacked_text=["> Unbacked: the p99 2.2 s"])
-        ok = rp.Block(9, 'drained 41,000 rec/s (RESULTS.md "Backed in part")')
-        self.assertEqual(rp.check_block(ok, [section], [])[0], [])
-        doubted = rp.Block(9, 'p99 2.2 s (RESULTS.md "Backed in part")')
-        self.assertIn("Unbacked", rp.check_block(doubted, [section], [])[0][0])
+        section = Section(4, "Backed in part", clean_sources=1,
+                          backed=["drain 41,000 rec/s", "p99 2.2 s"],
+                          unbacked_text=["> Unbacked: the p99 2.2 s"])
+        ok = Block(9, 'drained 41,000 rec/s (RESULTS.md "Backed in part")')
+        self.assertEqual(check_block(ok, [section], [])[0], [])
+        doubted = Block(9, 'p99 2.2 s (RESULTS.md "Backed in part")')
+        self.assertIn("Unbacked", check_block(doubted, [section], [])[0][0])
 
     def test_a_section_without_clean_source_cannot_back(self):
-        section = rp.Section(5, "History", backed=["drain 41,000 rec/s"])
-        block = rp.Block(9, 'drained 41,000 rec/s (RESULTS.md "History")')
-        self.assertIn("no clean Source line", rp.check_block(block, [section], [])[0][0])
+        section = Section(5, "History", backed=["drain 41,000 rec/s"])
+        block = Block(9, 'drained 41,000 rec/s (RESULTS.md "History")')
+        self.assertIn("no clean Source line", check_block(block, [section], [])[0][0])
 
 
 class FigureLines(unittest.TestCase):
     def test_a_table_cell(self):
-        fig = rp.parse_figure('Figure: 34,934 rec/s = "drain rec/s" of drain in '
-                              '`results/q/r.md`')
+        fig = parse_figure('Figure: 34,934 rec/s = "drain rec/s" of drain in '
+                           '`results/q/r.md`')
         self.assertEqual((fig.value, fig.unit, fig.column, fig.row, fig.path, fig.agg),
                          ("34,934", "rec/s", "drain rec/s", ["drain"], "results/q/r.md", None))
 
     def test_an_aggregate_with_its_count_and_a_note(self):
-        fig = rp.parse_figure('Figure: 6.2 ms = median of "p50 ms" of latency-500 in '
-                              '`results/l/` (3 reports); the newest')
+        fig = parse_figure('Figure: 6.2 ms = median of "p50 ms" of latency-500 in '
+                           '`results/l/` (3 reports); the newest')
         self.assertEqual((fig.agg, fig.count, fig.row), ("median", 3, ["latency-500"]))
 
     def test_rows_of_several_cells_a_json_field_and_a_regex(self):
-        fig = rp.parse_figure('Figure: 15.6x = "ours/goharvest" of drain, ours in `results/v.md`')
+        fig = parse_figure('Figure: 15.6x = "ours/goharvest" of drain, ours in `results/v.md`')
         self.assertEqual(fig.row, ["drain", "ours"])
-        fig = rp.parse_figure('Figure: 8.231 = .latency_ms.p50 of latency-500 in `results/l.md`')
+        fig = parse_figure('Figure: 8.231 = .latency_ms.p50 of latency-500 in `results/l.md`')
         self.assertEqual((fig.field_path, fig.row), ("latency_ms.p50", ["latency-500"]))
-        fig = rp.parse_figure("Figure: 138 s = /after (\\d+) s/ in `results/f/fencing.md`")
+        fig = parse_figure("Figure: 138 s = /after (\\d+) s/ in `results/f/fencing.md`")
         self.assertEqual(fig.regex, "after (\\d+) s")
-        fig = rp.parse_figure('Figure: 52,351 = "records/s" of "DB-only mark+purge, x" in '
-                              '`results/q.md`')
+        fig = parse_figure('Figure: 52,351 = "records/s" of "DB-only mark+purge, x" in '
+                           '`results/q.md`')
         self.assertEqual(fig.row, ["DB-only mark+purge, x"])
 
     def test_what_does_not_parse(self):
-        self.assertIsInstance(rp.parse_figure("Figure: about 6 ms"), str)
-        self.assertIsInstance(rp.parse_figure('Figure: 6 = "p50" of x'), str)
-        self.assertIsInstance(rp.parse_figure("Figure: 6 = p50 in `results/x.md`"), str)
+        self.assertIsInstance(parse_figure("Figure: about 6 ms"), str)
+        self.assertIsInstance(parse_figure('Figure: 6 = "p50" of x'), str)
+        self.assertIsInstance(parse_figure("Figure: 6 = p50 in `results/x.md`"), str)
 
     def test_rounding_follows_the_printed_decimals(self):
-        self.assertTrue(rp.agrees("34,934", 34934.4))
-        self.assertFalse(rp.agrees("34,934", 34935))
-        self.assertTrue(rp.agrees("0.67", 0.674))
-        self.assertFalse(rp.agrees("0.67", 0.676))
-        self.assertTrue(rp.agrees("6.2", 6.2))
+        self.assertTrue(agrees("34,934", 34934.4))
+        self.assertFalse(agrees("34,934", 34935))
+        self.assertTrue(agrees("0.67", 0.674))
+        self.assertFalse(agrees("0.67", 0.676))
+        self.assertTrue(agrees("6.2", 6.2))
 
     def test_aggregates(self):
-        self.assertEqual(rp.aggregate("median", [8.2, 5.3, 6.2]), [6.2])
-        self.assertEqual(rp.aggregate("median", [1, 2]), [1.5])
-        self.assertEqual(rp.aggregate("range", [8.2, 5.3, 6.2]), [5.3, 8.2])
-        self.assertEqual(rp.aggregate(None, [7.0]), [7.0])
+        self.assertEqual(aggregate("median", [8.2, 5.3, 6.2]), [6.2])
+        self.assertEqual(aggregate("median", [1, 2]), [1.5])
+        self.assertEqual(aggregate("range", [8.2, 5.3, 6.2]), [5.3, 8.2])
+        self.assertEqual(aggregate(None, [7.0]), [7.0])
 
 
 REPORT = """# Benchmark run 20260101-000000
@@ -230,35 +237,36 @@ REPORT = """# Benchmark run 20260101-000000
 
 class Cells(unittest.TestCase):
     def test_cells_by_column_and_row(self):
-        self.assertEqual(rp.table_value(REPORT, "drain rec/s", ["drain"]), ["34934"])
-        self.assertEqual(rp.table_value(REPORT, "records/s", ["DB-only mark+purge"]), ["52351"])
-        self.assertEqual(rp.table_value(REPORT, "p50 ms", ["latency-500"]), ["≤13.5"])
-        self.assertEqual(rp.table_value(REPORT, "p99", ["drain"]), [])
+        self.assertEqual(table_value(REPORT, "drain rec/s", ["drain"]), ["34934"])
+        self.assertEqual(table_value(REPORT, "records/s", ["DB-only mark+purge"]), ["52351"])
+        self.assertEqual(table_value(REPORT, "p50 ms", ["latency-500"]), ["≤13.5"])
+        self.assertEqual(table_value(REPORT, "p99", ["drain"]), [])
 
     def test_numbers_in_cells(self):
-        self.assertEqual(rp.number_in("≤13.5"), 13.5)
-        self.assertEqual(rp.number_in("499 (500 / 500)"), 499)
-        self.assertEqual(rp.number_in("15.6x"), 15.6)
-        self.assertIsNone(rp.number_in("-"))
+        self.assertEqual(number_in("≤13.5"), 13.5)
+        self.assertEqual(number_in("499 (500 / 500)"), 499)
+        self.assertEqual(number_in("15.6x"), 15.6)
+        self.assertIsNone(number_in("-"))
 
     def test_a_figure_line_against_a_report(self):
-        root = rp.ROOT
+        root = reports.ROOT
         with tempfile.TemporaryDirectory() as tmp:
-            rp.ROOT = Path(tmp)  # a tree of its own: nothing is written under results/
+            reports.ROOT = Path(tmp)  # a tree of its own: nothing is written under results/
             try:
-                (rp.ROOT / "results" / "q").mkdir(parents=True)
-                path = rp.ROOT / "results" / "q" / "r.md"
+                (reports.ROOT / "results" / "q").mkdir(parents=True)
+                path = reports.ROOT / "results" / "q" / "r.md"
                 path.write_text(REPORT)
                 (path.parent / "r2.md").write_text(REPORT)
-                self.figure_checks(str(path.relative_to(rp.ROOT)), rp.markdown_report(path))
+                rel = str(path.relative_to(reports.ROOT))
+                self.figure_checks(rel, reports.markdown_report(path))
             finally:
-                rp.ROOT = root
+                reports.ROOT = root
 
     def figure_checks(self, rel: str, report) -> None:
         other = rel.replace("r.md", "r2.md")
-        section = rp.Section(1, "s", sourced={rel, other})
-        reports = {rel: report, other: rp.markdown_report(rp.ROOT / other)}
-        check = lambda line: rp.check_figure(line, "here", section, reports)
+        section = Section(1, "s", sourced={rel, other})
+        by_path = {rel: report, other: reports.markdown_report(reports.ROOT / other)}
+        check = lambda line: check_figure(line, "here", section, by_path)
         self.assertEqual(check(f'Figure: 0.67 = "x lower ceiling" of drain in `{rel}`'), [])
         self.assertEqual(check(f"Figure: 138 s = /after (\\d+) s/ in `{rel}`"), [])
         wrong = check(f'Figure: 0.68 = "x lower ceiling" of drain in `{rel}`')
@@ -269,8 +277,8 @@ class Cells(unittest.TestCase):
                                                  f'`{rel.rsplit("/", 1)[0]}/`')[0])
         self.assertIn("no report under it has",
                       check(f'Figure: 1 = "x lower ceiling" of steady in `{rel}`')[0])
-        unsourced = rp.check_figure(f'Figure: 0.67 = "x lower ceiling" of drain in `{rel}`',
-                                    "here", rp.Section(1, "s"), reports)
+        unsourced = check_figure(f'Figure: 0.67 = "x lower ceiling" of drain in `{rel}`',
+                                 "here", Section(1, "s"), by_path)
         self.assertIn("no clean Source line", unsourced[0])
 
 if __name__ == "__main__":
