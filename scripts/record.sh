@@ -3,8 +3,8 @@
 # DIR/NAME.log, and writes DIR/NAME.md headed with the provenance a bench report carries (the
 # command, the commit and whether the tree had uncommitted changes, the machine, the broker), so
 # scripts/results-provenance.py can check a RESULTS.md Source line that cites it; below the
-# header, the log's lines that match RECORD_GREP (default: test results and panics) and the
-# exit status. Exits with COMMAND's status.
+# header, the log's lines that match RECORD_GREP (default: test results, panics and
+# scripts/test.sh's summary lines) and the exit status. Exits with COMMAND's status.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dir=${1:?usage: record.sh DIR NAME -- COMMAND...}
@@ -35,7 +35,7 @@ status=$?
   echo "- exit status: $status, after $((SECONDS - begun)) s; the full output: $name.log"
   echo
   echo '```'
-  grep -E "${RECORD_GREP:-^test |test result|panicked|^thread}" "$dir/$name.log" | cut -c1-600
+  grep -E "${RECORD_GREP:-^test |test result|panicked|^thread|^== test.sh:}" "$dir/$name.log" | cut -c1-600
   echo '```'
 } > "$dir/$name.md"
 exit "$status"
