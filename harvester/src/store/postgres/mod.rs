@@ -25,7 +25,7 @@ mod statements;
 
 use futures::future::BoxFuture;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Executor, PgPool, Row};
+use sqlx::{Column, Executor, PgPool, Row};
 use uuid::Uuid;
 
 pub use migrate::{goharvest_table, migrate};
@@ -45,13 +45,29 @@ pub fn accepts(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
-/// Pool settings for the harvester: its size and acquire timeout, and the statement timeout on
-/// every connection.
+/// A pooled connection idle at least this long is pinged before it is handed out (a round trip).
+/// One used more recently is not: the stages use their connections many times a second, so a ping
+/// on every acquire would add a round trip to each statement; a connection that broke meanwhile
+/// fails its statement, which takes the stage's I/O-error path (`limits.io_error_backoff`), and
+/// the pool closes it.
+const PING_IF_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Pool settings for the harvester: its size and acquire timeout, the statement timeout on
+/// every connection, and a ping only for a connection idle [`PING_IF_IDLE`] or longer.
 fn pool_options(database: &DatabaseConfig) -> PgPoolOptions {
     let timeout_ms = database.statement_timeout.as_millis();
     PgPoolOptions::new()
         .max_connections(database.max_connections)
         .acquire_timeout(database.connect_timeout)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_IF_IDLE {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
         .after_connect(move |conn, _| {
             Box::pin(async move {
                 conn.execute(format!("SET statement_timeout = {timeout_ms}").as_str())
@@ -302,15 +318,11 @@ impl PgStore {
             None => (0, None),
         };
         // The one row of a mark that marked nothing has no id.
-        rows.retain(|row| matches!(row.try_get::<Option<i64>, _>("id"), Ok(Some(_))));
-        let decode = match self.shape {
-            Shape::Native => decode::decode_native,
-            Shape::Goharvest => decode::decode_goharvest,
-        };
-        let mut decoded = rows
-            .iter()
-            .map(|row| decode(row, self.require_key))
-            .collect::<std::result::Result<Vec<_>, _>>()
+        if let Some(id) = rows.first().and_then(|row| row.try_column("id").ok()) {
+            let id = id.ordinal();
+            rows.retain(|row| matches!(row.try_get::<Option<i64>, _>(id), Ok(Some(_))));
+        }
+        let mut decoded = decode::decode_rows(&rows, self.shape, self.require_key)
             .map_err(Error::db("decode marked rows"))?;
         // RETURNING order is arbitrary; the contract is id order.
         decoded.sort_by_key(|d| match d {

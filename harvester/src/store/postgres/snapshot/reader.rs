@@ -8,10 +8,10 @@ use std::sync::Arc;
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
-use super::super::decode::decode_native;
+use super::super::decode::decode_rows;
 use super::position::{self, Next, Position, Snap};
 use super::SnapshotSql;
-use crate::outbox::{Decoded, TableName};
+use crate::outbox::{Decoded, Shape, TableName};
 use crate::store::BucketScope;
 use crate::{Error, Result};
 
@@ -199,8 +199,5 @@ async fn take(sql: &SnapshotSql, pool: &PgPool) -> Result<Snap> {
 }
 
 fn decode(rows: &[PgRow], require_key: bool) -> Result<Vec<Decoded>> {
-    rows.iter()
-        .map(|r| decode_native(r, require_key))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(Error::db("decode outbox rows"))
+    decode_rows(rows, Shape::Native, require_key).map_err(Error::db("decode outbox rows"))
 }
