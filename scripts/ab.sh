@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B of this tree against a revision, in one job: the instruction-count gate
 # (scripts/gate.sh --against REV) and the quick profile's drain scenario run by both builds,
-# alternating (old, new, old, new, ...), each against the ceilings measured in its own run.
+# alternating (old, new, then new, old, ...), each against the ceilings measured in its own run.
 # Prints both (rate, ratio to the ceiling, CPU per record by process), so a change can be judged
 # by the gate and by the run-to-run spread of the drain; the machine's speed moves between rounds,
 # so compare the two sides within a round.
@@ -89,7 +89,11 @@ cpu_of() { awk -F'|' -v s=" $scenario " '/^### CPU per delivered record/ { t = 1
 printf '\n%-6s %-5s %-14s %12s %10s %18s %7s\n' round side build "$first" "$second" \
   "µs h/pg/broker" "µs sum" | tee "$out/summary.txt"
 for i in $(seq "$rounds"); do
-  for side in old new; do
+  # Odd rounds run the old build first, even rounds the new one: a run leaves the machine in a
+  # state the next one pays for (a checkpoint of its WAL, autovacuum of its table, the page
+  # cache), so a fixed order would charge one side for the other in every round.
+  if [ $((i % 2)) = 1 ]; then order="old new"; else order="new old"; fi
+  for side in $order; do
     if [ "$side" = old ]; then bin=$ROOT/target/ab/old/bench; sha=$old_sha
     else bin=$ROOT/target/release/bench; sha=$new_sha; fi
     scripts/with-services.sh "$bin" run --profile quick --scenario "$scenario" --out "$out/$side-$i" \
