@@ -67,6 +67,12 @@ pub struct PgSettings {
     /// What `--autovacuum` did: "left as found", "switched on for the run (restored after)", ...
     #[serde(default)]
     pub autovacuum_note: String,
+    /// How the bench's own connection reached the server, "TLS (TLSv1.3)" or "no TLS": the
+    /// harvesters it starts connect with the same URL and client, so they negotiate the same
+    /// (with no `sslmode` in the URL, `prefer`: TLS whenever the server offers it), and TLS costs
+    /// both sides CPU per statement. Empty in reports from before it was recorded.
+    #[serde(default)]
+    pub connection: String,
 }
 
 impl PgSettings {
@@ -104,6 +110,20 @@ pub async fn settings(pool: &PgPool) -> Result<PgSettings, BenchError> {
             show("autovacuum_max_workers").await?,
         ),
         autovacuum_note: String::new(),
+        connection: connection(pool).await?,
+    })
+}
+
+/// Whether this pool's connections use TLS, and which version (see [`PgSettings::connection`]).
+async fn connection(pool: &PgPool) -> Result<String, BenchError> {
+    let ssl: Option<(bool, Option<String>)> =
+        sqlx::query_as("SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_optional(pool)
+            .await
+            .map_err(BenchError::db("read pg_stat_ssl"))?;
+    Ok(match ssl {
+        Some((true, version)) => format!("TLS ({})", version.unwrap_or_default()),
+        _ => "no TLS".to_owned(),
     })
 }
 

@@ -48,6 +48,17 @@ pub(super) fn title_lines(p: &Provenance, title: &str) -> String {
     )
 }
 
+/// The connections' TLS as the run negotiated it (nothing for reports that did not record it).
+fn connection_note(pg: &crate::pg::PgSettings) -> String {
+    if pg.connection.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; the bench's and the harvesters' connections (one URL): {}",
+        pg.connection
+    )
+}
+
 /// The database's and the harvesters' lines under the head.
 pub(super) fn lines(p: &Provenance, runs: &[RunResult]) -> String {
     let mut s = String::new();
@@ -60,8 +71,9 @@ pub(super) fn lines(p: &Provenance, runs: &[RunResult]) -> String {
     } else {
         let _ = writeln!(
             s,
-            "- postgres {}: fsync={}, synchronous_commit={}, full_page_writes={}, wal_level={}, shared_buffers={}",
-            pg.version, pg.fsync, pg.synchronous_commit, pg.full_page_writes, pg.wal_level, pg.shared_buffers
+            "- postgres {}: fsync={}, synchronous_commit={}, full_page_writes={}, wal_level={}, shared_buffers={}{}",
+            pg.version, pg.fsync, pg.synchronous_commit, pg.full_page_writes, pg.wal_level, pg.shared_buffers,
+            connection_note(pg)
         );
         let _ = writeln!(
             s,
