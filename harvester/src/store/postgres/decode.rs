@@ -11,6 +11,8 @@ use sqlx::{Column, Row};
 use crate::outbox::{zip_headers, Decoded, OutboxRecord, Shape};
 
 /// Decodes every row of one statement's result (rows of one shape, so of one column layout).
+/// A row without an id is no record (the one row a mark that marked nothing returns) and is
+/// left out.
 pub(crate) fn decode_rows(
     rows: &[PgRow],
     shape: Shape,
@@ -24,9 +26,13 @@ pub(crate) fn decode_rows(
         Shape::Native => decode_native,
         Shape::Goharvest => decode_goharvest,
     };
-    rows.iter()
-        .map(|row| decode(row, &at, require_key))
-        .collect()
+    let mut decoded = Vec::with_capacity(rows.len());
+    for row in rows {
+        if let Some(id) = row.try_get::<Option<i64>, _>(at.id)? {
+            decoded.push(decode(row, id, &at, require_key)?);
+        }
+    }
+    Ok(decoded)
 }
 
 /// Where each column of a record is in a result row.
@@ -74,8 +80,12 @@ impl Columns {
 }
 
 /// Decodes a row of the native table (bytes, header arrays, partition, timestamp).
-fn decode_native(row: &PgRow, at: &Columns, require_key: bool) -> Result<Decoded, sqlx::Error> {
-    let id: i64 = row.try_get(at.id)?;
+fn decode_native(
+    row: &PgRow,
+    id: i64,
+    at: &Columns,
+    require_key: bool,
+) -> Result<Decoded, sqlx::Error> {
     let keys: Vec<String> = row.try_get(at.header_keys)?;
     let values: Vec<Vec<u8>> = row.try_get(at.header_values)?;
     let headers = match zip_headers(id, keys, values, |v| v) {
@@ -107,8 +117,12 @@ where
 }
 
 /// Decodes a row of goharvest's table (text columns, text header arrays).
-fn decode_goharvest(row: &PgRow, at: &Columns, require_key: bool) -> Result<Decoded, sqlx::Error> {
-    let id: i64 = row.try_get(at.id)?;
+fn decode_goharvest(
+    row: &PgRow,
+    id: i64,
+    at: &Columns,
+    require_key: bool,
+) -> Result<Decoded, sqlx::Error> {
     let keys: Vec<String> = row.try_get(at.header_keys)?;
     let values: Vec<String> = row.try_get(at.header_values)?;
     let headers = match zip_headers(id, keys, values, String::into_bytes) {

@@ -25,7 +25,7 @@ mod statements;
 
 use futures::future::BoxFuture;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Column, Executor, PgPool, Row};
+use sqlx::{Executor, PgPool, Row};
 use uuid::Uuid;
 
 pub use migrate::{goharvest_table, migrate};
@@ -304,7 +304,7 @@ impl PgStore {
             (Some(s), None) => query.bind(i64::from(s.count)),
             (Some(_), Some(p)) => statements::bind_scope(query, p),
         };
-        let mut rows = query
+        let rows = query
             .fetch_all(&self.pool)
             .await
             .map_err(Error::db("run the mark query"))?;
@@ -317,11 +317,7 @@ impl PgStore {
             ),
             None => (0, None),
         };
-        // The one row of a mark that marked nothing has no id.
-        if let Some(id) = rows.first().and_then(|row| row.try_column("id").ok()) {
-            let id = id.ordinal();
-            rows.retain(|row| matches!(row.try_get::<Option<i64>, _>(id), Ok(Some(_))));
-        }
+        // The one row of a mark that marked nothing has no id: decode_rows leaves it out.
         let mut decoded = decode::decode_rows(&rows, self.shape, self.require_key)
             .map_err(Error::db("decode marked rows"))?;
         // RETURNING order is arbitrary; the contract is id order.
