@@ -362,3 +362,27 @@ fn a_zombie_run_says_what_its_stalled_leader_held_at_the_freeze() {
     );
     assert!(!s.contains("failover-kill: the stalled"), "{s}");
 }
+
+#[test]
+fn the_postgres_line_says_whether_the_connections_use_tls() {
+    let with = |connection: &str| {
+        let mut p = Provenance::default();
+        p.postgres.connection = connection.into();
+        markdown(
+            &p,
+            &Ceilings::default(),
+            &[run("drain", Verdict::Passed, "")],
+            &[],
+        )
+    };
+    let tls = with("TLS (TLSv1.3)");
+    let line = tls.lines().find(|l| l.starts_with("- postgres ")).unwrap();
+    assert!(
+        line.ends_with("; the bench's and the harvesters' connections (one URL): TLS (TLSv1.3)"),
+        "{line}"
+    );
+    // A report from before the connection was recorded says nothing of it.
+    let old = with("");
+    let line = old.lines().find(|l| l.starts_with("- postgres ")).unwrap();
+    assert!(!line.contains("connections"), "{line}");
+}
