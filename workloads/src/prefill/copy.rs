@@ -80,74 +80,18 @@ pub(super) async fn copy_rows(
         for &(k, seq) in &chunk {
             line(&mut text, k, seq);
         }
-        copy_in(pool, statement, text).await?;
+        let deadline = copy_deadline(text.len());
+        super::copy_once::copy_in(pool, statement, text.as_bytes(), deadline).await?;
         if let Some(ledger) = ledger {
             Backlog::committed(&chunk, ledger);
         }
     }
 }
 
-/// Tries of one COPY: a try that stalls is given up (its connection closed, so the server rolls
-/// its transaction back: nothing of it is committed) and the chunk sent again.
-const COPY_TRIES: u32 = 3;
-
-/// Runs one `COPY ... FROM STDIN` of `text` (its own transaction), giving a try up after
-/// [`copy_deadline`] and sending the chunk again, up to [`COPY_TRIES`] times. Seen here once in
-/// a few hundred pre-fills: the client waiting forever while the server, in COPY mode, waited
-/// for data (`ClientRead`, 0 bytes received) with nothing queued on either socket.
-pub(super) async fn copy_in(
-    pool: &PgPool,
-    statement: &str,
-    text: String,
-) -> Result<(), WorkloadError> {
-    let deadline = copy_deadline(text.len());
-    for attempt in 1..=COPY_TRIES {
-        let mut conn = pool
-            .acquire()
-            .await
-            .map_err(WorkloadError::db("connect for COPY"))?;
-        match tokio::time::timeout(deadline, copy_on(&mut conn, statement, text.as_bytes())).await {
-            Ok(done) => return done,
-            Err(_) => {
-                // Out of the pool and closed: the server aborts the COPY with the connection.
-                drop(conn.detach());
-                tracing::warn!(
-                    attempt,
-                    bytes = text.len(),
-                    ?deadline,
-                    "a COPY stalled; its connection was closed (nothing committed) and the chunk is sent again"
-                );
-            }
-        }
-    }
-    Err(WorkloadError::Invalid(format!(
-        "COPY of {} bytes stalled {COPY_TRIES} times (each given {deadline:?})",
-        text.len()
-    )))
-}
-
 /// How long one COPY of `bytes` may take: 30 s, and a second per 2 MB (the server takes about
 /// 20 MB/s here when busy).
 fn copy_deadline(bytes: usize) -> std::time::Duration {
     std::time::Duration::from_secs(30 + (bytes / 2_000_000) as u64)
-}
-
-async fn copy_on(
-    conn: &mut sqlx::PgConnection,
-    statement: &str,
-    text: &[u8],
-) -> Result<(), WorkloadError> {
-    let mut copy = conn
-        .copy_in_raw(statement)
-        .await
-        .map_err(WorkloadError::db("start COPY"))?;
-    copy.send(text)
-        .await
-        .map_err(WorkloadError::db("send COPY data"))?;
-    copy.finish()
-        .await
-        .map_err(WorkloadError::db("finish COPY"))?;
-    Ok(())
 }
 
 /// `ANALYZE` the outbox, so the harvester's first mark is planned on its statistics.

@@ -9,6 +9,7 @@
 //! every run; either way a key's sequences count up in id order, so per-key order is id order.
 
 mod copy;
+mod copy_once;
 mod goharvest;
 mod insert;
 

@@ -1,0 +1,2 @@
+-- 'committed', 'aborted' or 'in progress'.
+SELECT pg_xact_status($1::xid8)
