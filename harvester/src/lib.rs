@@ -62,7 +62,7 @@
 //! - **Leaves** ([`secret`]: passwords from files or the environment, never printed; [`kafka`]:
 //!   client settings and reachability, on top of `secret`; `hash`; the error type): imported by
 //!   the rest, importing nothing else. No two modules import each other, directly or around a
-//!   circle, and `assign` names no elector's internals (`tests/architecture.rs` checks both).
+//!   circle, and `assign` names no elector's internals (`harvester/tests/it/meta/architecture.rs` checks both).
 //!
 //! Correctness comes first: zero lost, zero reordered per key; duplicates happen only for records
 //! whose acknowledgement or purge was lost to a failure, at most one per key per failure.

@@ -4,7 +4,7 @@
 //! must connect, keep leases, read heartbeats and name the settings at fault in the same way, or
 //! the two modes drift apart. That shared code lives here, below both, so neither wing reaches
 //! into the other's internals: `election` and `assign` import from here, and nothing here
-//! imports either of them (`tests/architecture.rs` checks it).
+//! imports either of them (`harvester/tests/it/meta/architecture.rs` checks it).
 
 #[cfg(feature = "etcd")]
 pub(crate) mod etcd;

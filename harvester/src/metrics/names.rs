@@ -1,6 +1,6 @@
 //! Every metric name the harvester exports, defined once.
 //!
-//! Dashboards and alerts may use only these names; `harvester/tests/dashboards.rs` reads every
+//! Dashboards and alerts may use only these names; `harvester/tests/it/meta/dashboards.rs` reads every
 //! name out of `dashboards/` and checks that a running reaper exports it, so the two cannot drift.
 
 /// Prefix of every harvester metric.

@@ -27,7 +27,7 @@
 //!   transaction in `xip`). The window is found by one statement without a LIMIT, and its
 //!   pages by primary key: a paged window statement (`ORDER BY id LIMIT n`) lets the planner
 //!   walk the primary key past every row in flight, which it did on a 20,000-row backlog
-//!   inserted by one transaction (`tests/snapshot_reader.rs` counts the tuples a window reads).
+//!   inserted by one transaction (`harvester/tests/it/store/snapshot.rs` counts the tuples a window reads).
 //!   `P`'s `xip` list is bound as a constant array for the same reason: the planner estimates
 //!   the lookup from the index's statistics rather than from a guess.
 //!

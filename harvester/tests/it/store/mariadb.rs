@@ -6,8 +6,6 @@
 //! mark holding its locks does not block a writer, scoped marks split the rows by key under the
 //! layout guard, and `buckets_of` agrees with the scoped mark.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -451,7 +449,7 @@ async fn the_layout_guards_scoped_marks_and_the_first_count_stands() {
             .is_empty(),
         "no layout recorded"
     );
-    common::contract::layout_guards_scoped_marks(&store, COUNT).await;
+    crate::common::contract::layout_guards_scoped_marks(&store, COUNT).await;
     let other_half = BucketScope::new(COUNT * 2, 0..COUNT);
     assert!(store
         .mark_scoped(leader, 10, &other_half)

@@ -1,12 +1,10 @@
 //! The dashboards cannot drift from the code: every metric name they use is defined in
 //! `metrics::names` and exported by a running reaper.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::reaper::Reaper;
-use common::World;
+use crate::common::reaper::Reaper;
+use crate::common::World;
 use harvester::metrics::names;
 use testkit::wait_for;
 

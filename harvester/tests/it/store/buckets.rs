@@ -2,8 +2,6 @@
 //! and on the in-memory store, two scopes that split the buckets take every row exactly once,
 //! each key wholly in one scope, each scope in id order, with their floors kept apart.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use harvester::outbox::{Decoded, StashRecord, TableName};
@@ -68,7 +66,7 @@ async fn drain(
 /// Two scopes splitting the buckets take every row once, and no key in both (after the layout
 /// guard's checks, which take nothing).
 async fn split_takes_everything_once(store: &dyn OutboxStore, written: usize) {
-    common::contract::layout_guards_scoped_marks(store, COUNT).await;
+    crate::common::contract::layout_guards_scoped_marks(store, COUNT).await;
     let left = BucketScope::new(COUNT, 0..COUNT / 2);
     let right = BucketScope::new(COUNT, COUNT / 2..COUNT);
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());

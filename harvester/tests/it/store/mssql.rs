@@ -14,12 +14,10 @@
 //! it ends, passed or failed (`common::mssql`).
 #![cfg(feature = "mssql")]
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::mssql::{self, TestMssql};
+use crate::common::mssql::{self, TestMssql};
 use harvester::outbox::{Decoded, StashRecord, TableName};
 use harvester::store::mssql::{guid_bytes, Client, MssqlStore};
 use harvester::store::{BucketScope, DatabaseConfig, OutboxConfig, OutboxStore};
@@ -585,7 +583,7 @@ async fn the_layout_guards_scoped_marks_and_the_first_count_stands() {
             .is_empty(),
         "no layout recorded"
     );
-    common::contract::layout_guards_scoped_marks(&store, COUNT).await;
+    crate::common::contract::layout_guards_scoped_marks(&store, COUNT).await;
     let other_half = BucketScope::new(COUNT * 2, 0..COUNT);
     assert!(store
         .mark_scoped(leader, 10, &other_half)

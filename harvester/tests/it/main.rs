@@ -1,0 +1,28 @@
+//! The integration tests that may run beside each other: the store suites, the in-process
+//! pipeline, the project's own checks (module graph, README paths, dashboards). Tests that stop
+//! processes, start private servers or need a quiet machine are in binaries of their own.
+//!
+//! One binary, so `tests/common/` is compiled once for all of these; each former test file is a
+//! module, its tests named `<area>::<file>::<test>`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod meta {
+    mod architecture;
+    mod dashboards;
+    mod readme_paths;
+}
+
+mod pipeline {
+    mod memory;
+}
+
+mod store {
+    mod buckets;
+    mod mariadb;
+    #[cfg(feature = "mssql")]
+    mod mssql;
+    mod postgres;
+    mod snapshot;
+}
