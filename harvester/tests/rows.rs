@@ -13,85 +13,15 @@ use common::{Backend, World};
 use harvester::election::mock::MockElector;
 use harvester::election::Elector;
 use harvester::outbox::{Shape, StashRecord};
-use harvester::store::postgres::{PgStore, Stasher, Statements};
+use harvester::store::postgres::{PgStore, Stasher};
 use harvester::store::OutboxMode;
 use harvester::{HarvestEvent, Harvester};
-use sqlx::Row;
 use testkit::{envelope, wait_for};
-use uuid::Uuid;
 
 on_every_backend!(
     bad_input_is_quarantined_with_a_reason,
     a_deposed_leader_hands_back_nothing_a_newer_leader_re_marked,
 );
-
-#[tokio::test]
-async fn stale_leader_cannot_reset_or_quarantine_rows_re_marked_by_a_newer_leader() {
-    let world = World::new("hvstale", 1).await;
-    world.migrate().await;
-    world.write(2, 2, 4).await;
-    let c = world.config();
-    let sql = Statements::new(&c.outbox.table, &c.outbox.quarantine(), Shape::Native);
-    let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
-    let marked_old = sqlx::query(&sql.mark)
-        .bind(old)
-        .bind(10i64)
-        .bind(0i64)
-        .fetch_all(&world.pg().pool)
-        .await
-        .unwrap();
-    assert_eq!(marked_old.len(), 4);
-    let ids: Vec<i64> = marked_old.iter().map(|r| r.get::<i64, _>("id")).collect();
-    // A newer leader re-marks everything the old one had in flight.
-    let marked_new = sqlx::query(&sql.mark)
-        .bind(new)
-        .bind(10i64)
-        .bind(0i64)
-        .fetch_all(&world.pg().pool)
-        .await
-        .unwrap();
-    assert_eq!(marked_new.len(), 4);
-
-    let reset: Vec<i64> = sqlx::query_scalar(&sql.reset)
-        .bind(&ids)
-        .bind(vec![old])
-        .fetch_all(&world.pg().pool)
-        .await
-        .unwrap();
-    let quarantined: Option<i64> = sqlx::query_scalar(&sql.quarantine)
-        .bind(ids[0])
-        .bind(vec![old])
-        .bind("x")
-        .fetch_optional(&world.pg().pool)
-        .await
-        .unwrap();
-    assert!(
-        reset.is_empty() && quarantined.is_none(),
-        "stale leader touched rows"
-    );
-    let owners: Vec<Option<Uuid>> = sqlx::query_scalar(&format!(
-        "SELECT leader_id FROM {} ORDER BY id",
-        world.table().quoted()
-    ))
-    .fetch_all(&world.pg().pool)
-    .await
-    .unwrap();
-    assert!(
-        owners.iter().all(|o| *o == Some(new)),
-        "rows still belong to the newer leader"
-    );
-    // Acknowledged rows are delivered, so a purge deletes them whoever marks them now.
-    let purged: Vec<i64> = sqlx::query_scalar(&sql.purge)
-        .bind(&ids[..2])
-        .fetch_all(&world.pg().pool)
-        .await
-        .unwrap();
-    assert_eq!(
-        purged,
-        ids[..2],
-        "any leader's purge deletes what Kafka has"
-    );
-}
 
 /// Every malformed row a backend's table can hold (`common::bad_rows`), and a value larger than
 /// the producer's `message.max.bytes`, between good rows: each ends in the quarantine with a

@@ -15,6 +15,10 @@
 //! - [`memory`]: an in-memory store with fault injection, for fast deterministic tests of the
 //!   pipeline's failure handling (and embedders' own tests), never a production backend.
 //!
+//! The promises below are tested once, on every implementation, by the contract suite in
+//! `harvester/tests/it/store/contract/`: a new store is one line in its `on_every_store!` and a
+//! variant of its `rig::Impl`.
+//!
 //! Calls return boxed futures so that the pipeline can hold an `Arc<dyn OutboxStore>`: a store is
 //! called once per batch, never per record, so one allocation and one indirect call per
 //! statement cost nothing next to the statement's round trip.

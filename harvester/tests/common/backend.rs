@@ -329,6 +329,19 @@ impl Db {
         .unwrap()
     }
 
+    /// `leader_id` of every row of `table`, by id.
+    pub async fn leaders(&self, table: &TableName) -> Vec<Option<Uuid>> {
+        let sql = format!("SELECT leader_id FROM {} ORDER BY id", self.quoted(table));
+        match self {
+            Db::Postgres(db) | Db::PgSnapshot(db) => {
+                sqlx::query_scalar(&sql).fetch_all(&db.pool).await
+            }
+            Db::MariaDb(db) => sqlx::query_scalar(&sql).fetch_all(&db.pool).await,
+            Db::Mssql(db) => Ok(db.leaders(table).await),
+        }
+        .unwrap()
+    }
+
     /// (outbox id, reason) of every row of the quarantine table `quarantine`, by outbox id.
     pub async fn quarantined(&self, quarantine: &TableName) -> Vec<(i64, String)> {
         let sql = format!(

@@ -128,6 +128,12 @@ impl TestMssql {
     }
 
     /// (outbox id, reason) of every row of the quarantine table `quarantine`, by outbox id.
+    /// `leader_id` of every row of `table`, by id.
+    pub async fn leaders(&self, table: &TableName) -> Vec<Option<Uuid>> {
+        let sql = format!("SELECT leader_id FROM {} ORDER BY id", quoted(table));
+        self.rows(&sql).await.iter().map(|r| r.get(0)).collect()
+    }
+
     pub async fn quarantined(&self, quarantine: &TableName) -> Vec<(i64, String)> {
         let sql = format!(
             "SELECT outbox_id, reason FROM {} ORDER BY outbox_id",

@@ -20,6 +20,7 @@ mod pipeline {
 
 mod store {
     mod buckets;
+    mod contract;
     mod mariadb;
     #[cfg(feature = "mssql")]
     mod mssql;

@@ -1,3 +1,6 @@
+//! The memory store's own behaviour (faults, gates, wake-ups, poison, buckets); the port's
+//! clauses run on it with every other store in `harvester/tests/it/store/contract/`.
+
 use std::time::Duration;
 
 use super::*;
@@ -17,57 +20,6 @@ fn ids(decoded: &[Decoded]) -> Vec<i64> {
             Err(p) => p.id,
         })
         .collect()
-}
-
-#[tokio::test]
-async fn marks_take_the_head_for_a_leader_and_skip_its_own_rows() {
-    let store = MemoryStore::new();
-    let inserted = store.insert(&records(5));
-    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
-    assert_eq!(ids(&store.mark(a, 2).await.unwrap()), inserted[..2]);
-    assert_eq!(ids(&store.mark(a, 10).await.unwrap()), inserted[2..]);
-    assert!(
-        store.mark(a, 10).await.unwrap().is_empty(),
-        "all marked by a"
-    );
-    // A newer leader takes everything back, from the head.
-    assert_eq!(ids(&store.mark(b, 10).await.unwrap()), inserted);
-    assert!(store.rows().iter().all(|r| r.leader_id == Some(b)));
-}
-
-#[tokio::test]
-async fn reset_and_quarantine_touch_only_the_leaders_rows_and_purge_any() {
-    let store = MemoryStore::new();
-    let inserted = store.insert(&records(4));
-    let (stale, current) = (Uuid::new_v4(), Uuid::new_v4());
-    store.mark(stale, 4).await.unwrap();
-    store.mark(current, 4).await.unwrap();
-    assert_eq!(store.reset(&inserted, &[stale]).await.unwrap(), 0);
-    assert!(!store.quarantine(inserted[0], &[stale], "x").await.unwrap());
-    assert_eq!(store.len(), 4, "a stale leader touched nothing");
-    assert_eq!(
-        store
-            .reset(&inserted[..1], &[stale, current])
-            .await
-            .unwrap(),
-        1
-    );
-    assert_eq!(store.rows()[0].leader_id, None);
-    assert!(store
-        .quarantine(inserted[1], &[current], "poison")
-        .await
-        .unwrap());
-    // Acknowledged rows go whoever marks them: the reset one and one of the current leader's.
-    assert_eq!(store.purge(&inserted[..3]).await.unwrap(), 2);
-    assert_eq!(
-        store.purge(&inserted[..3]).await.unwrap(),
-        0,
-        "already gone"
-    );
-    assert_eq!(store.len(), 1);
-    assert_eq!(store.rows()[0].leader_id, Some(current));
-    let q = store.quarantined();
-    assert_eq!((q[0].row.id, q[0].reason.as_str()), (inserted[1], "poison"));
 }
 
 #[tokio::test]

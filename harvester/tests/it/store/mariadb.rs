@@ -1,10 +1,10 @@
-//! The `OutboxStore` contract on a real MariaDB (`MARIADB_URL`, default
-//! `mysql://root@127.0.0.1:3306/test`), each test in a database of its own: marks take the head
-//! in id order and only rows this leader has not marked, a second leader re-marks a first's, a
-//! stale leader's purge, reset and quarantine touch nothing, the quarantine moves the row with
-//! its reason, malformed rows come back as poison, late commits are marked once committed, a
-//! mark holding its locks does not block a writer, scoped marks split the rows by key under the
-//! layout guard, and `buckets_of` agrees with the scoped mark.
+//! MariaDB's own side of the store port, on a real MariaDB (`MARIADB_URL`, default
+//! `mysql://root@127.0.0.1:3306/test`), each test in a database of its own. The clauses every
+//! store keeps (marks take the head, generations, stale leaders, purge, reset, long id lists,
+//! backlog and probes) run on MariaDB in `store::contract`; here: the quarantine's JSON row,
+//! malformed rows as poison, late commits marked once committed, a mark holding its locks not
+//! blocking a writer, scoped marks split by key under the layout guard with `buckets_of`
+//! agreeing, and concurrent migrations.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -69,129 +69,11 @@ fn ids(marked: &[Decoded]) -> Vec<i64> {
     marked.iter().map(id_of).collect()
 }
 
-async fn leaders(pool: &MySqlPool, table: &str) -> Vec<Option<Uuid>> {
-    sqlx::query_scalar(&format!("SELECT leader_id FROM {table} ORDER BY id"))
-        .fetch_all(pool)
-        .await
-        .unwrap()
-}
-
 async fn count(pool: &MySqlPool, table: &str) -> i64 {
     sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
         .fetch_one(pool)
         .await
         .unwrap()
-}
-
-#[tokio::test]
-async fn marks_take_the_head_in_id_order_and_only_rows_not_marked_by_this_leader() {
-    let db = TestMariaDb::new("mdb_head").await.unwrap();
-    let store = store(&db).await;
-    let mut written = records(10, 3);
-    written[0] = written[0]
-        .clone()
-        .header("trace", "abc")
-        .header("bin", vec![0u8, 255]);
-    written[1].partition = Some(2);
-    written[1].timestamp_ms = Some(1_700_000_000_123);
-    written[2].value = None;
-    let all = stash(&store, &written).await;
-    assert_eq!(all.len(), 10);
-    assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
-
-    let a = Uuid::new_v4();
-    let first = store.mark(a, 4).await.unwrap();
-    assert_eq!(ids(&first), all[..4]);
-    let r0 = first[0].as_ref().unwrap();
-    assert_eq!(r0.topic, "t");
-    assert_eq!(r0.key.as_deref(), Some(&b"key-0"[..]));
-    assert_eq!(r0.value.as_deref(), Some(&b"0"[..]));
-    assert_eq!(
-        r0.headers,
-        vec![
-            ("trace".into(), b"abc".to_vec()),
-            ("bin".into(), vec![0, 255])
-        ]
-    );
-    assert_eq!((r0.partition, r0.timestamp_ms), (None, None));
-    let age = chrono::Utc::now() - r0.create_time;
-    assert!(age.num_seconds().abs() < 60, "create_time is UTC: {age}");
-    let r1 = first[1].as_ref().unwrap();
-    assert_eq!(
-        (r1.partition, r1.timestamp_ms),
-        (Some(2), Some(1_700_000_000_123))
-    );
-    assert_eq!(first[2].as_ref().unwrap().value, None, "a tombstone");
-
-    assert_eq!(ids(&store.mark(a, 4).await.unwrap()), all[4..8]);
-    assert_eq!(ids(&store.mark(a, 100).await.unwrap()), all[8..]);
-    assert!(store.mark(a, 100).await.unwrap().is_empty(), "all marked");
-    let table = db.qualified("outbox");
-    assert!(leaders(&db.pool, &table)
-        .await
-        .iter()
-        .all(|l| *l == Some(a)));
-
-    let backlog = store.backlog().await.unwrap();
-    assert_eq!(backlog.rows, 10);
-    assert!(backlog.oldest_age_seconds >= 0.0 && backlog.oldest_age_seconds < 60.0);
-    assert_eq!(store.purge(&all).await.unwrap(), 10);
-    assert_eq!(store.backlog().await.unwrap().rows, 0);
-    assert_eq!(store.backlog().await.unwrap().oldest_age_seconds, 0.0);
-    store.ping().await.unwrap();
-    assert!(store.describe().contains("outbox"), "{}", store.describe());
-    assert!(store.pool_stats().unwrap().max >= 2);
-}
-
-#[tokio::test]
-async fn large_marks_purges_and_resets_run_in_several_lists() {
-    let db = TestMariaDb::new("mdb_large").await.unwrap();
-    let store = store(&db).await;
-    let all = stash(&store, &records(1100, 50)).await;
-    let a = Uuid::new_v4();
-    let marked = store.mark(a, 2000).await.unwrap();
-    assert_eq!(ids(&marked), all, "every row, in id order");
-    // Half reset (the other half stays in flight), then marked again: only the reset half.
-    let (reset, kept) = all.split_at(600);
-    assert_eq!(store.reset(reset, &[a]).await.unwrap(), 600);
-    let b = Uuid::new_v4();
-    assert_eq!(store.reset(kept, &[b]).await.unwrap(), 0, "not b's");
-    assert_eq!(ids(&store.mark(a, 2000).await.unwrap()), reset);
-    assert_eq!(store.purge(&all).await.unwrap(), 1100);
-    assert_eq!(count(&db.pool, &db.qualified("outbox")).await, 0);
-}
-
-#[tokio::test]
-async fn a_second_leader_re_marks_and_a_stale_leader_hands_back_nothing() {
-    let db = TestMariaDb::new("mdb_stale").await.unwrap();
-    let store = store(&db).await;
-    let all = stash(&store, &records(4, 2)).await;
-    let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
-    assert_eq!(ids(&store.mark(old, 10).await.unwrap()), all);
-    assert_eq!(
-        ids(&store.mark(new, 10).await.unwrap()),
-        all,
-        "a newer leader re-marks what the old one has in flight"
-    );
-    assert_eq!(store.reset(&all, &[old]).await.unwrap(), 0);
-    assert!(!store.quarantine(all[0], &[old], "stale").await.unwrap());
-    let table = db.qualified("outbox");
-    assert!(
-        leaders(&db.pool, &table)
-            .await
-            .iter()
-            .all(|l| *l == Some(new)),
-        "rows still belong to the newer leader"
-    );
-    assert_eq!(count(&db.pool, &db.qualified("outbox_quarantine")).await, 0);
-    // Resetting as the current leader makes them markable again, by anyone.
-    assert_eq!(store.reset(&all[..2], &[old, new]).await.unwrap(), 2);
-    assert_eq!(
-        leaders(&db.pool, &table).await,
-        vec![None, None, Some(new), Some(new)]
-    );
-    assert_eq!(ids(&store.mark(new, 10).await.unwrap()), all[..2]);
-    assert_eq!(store.purge(&all).await.unwrap(), 4);
 }
 
 #[tokio::test]

@@ -1,12 +1,11 @@
-//! The `OutboxStore` contract on a real SQL Server (`MSSQL_URL`, e.g.
+//! SQL Server's own side of the store port (`MSSQL_URL`, e.g.
 //! `sqlserver://sa:password@127.0.0.1:1433/harvester_test?encrypt=false`), each test in a schema
-//! of its own: marks take the head in id order and only rows this leader has not marked, a
-//! second leader re-marks a first's, a stale leader's purge, reset and quarantine touch nothing,
-//! the quarantine moves the row (an oversize one too) with its reason, malformed rows come back
-//! as poison, late commits are marked once committed and never waited for, a row another
-//! statement holds is waited for (not skipped) while writers go on, leader ids round-trip as
-//! UNIQUEIDENTIFIERs, scoped marks split the rows by key under the layout guard, `buckets_of`
-//! agrees with the scoped mark and with SHA-256, and concurrent migrations do not race.
+//! of its own. The clauses every store keeps run on SQL Server in `store::contract` (module
+//! `mssql`); here: leader ids round-tripping as UNIQUEIDENTIFIERs, the quarantine (an oversize
+//! value too), malformed rows as poison, late commits marked once committed and never waited
+//! for, a row another statement holds waited for (not skipped) while writers go on, scoped marks
+//! split by key under the layout guard with `buckets_of` agreeing with SHA-256, and concurrent
+//! migrations.
 //!
 //! Without `MSSQL_URL` when the tests are built every test is ignored (`harvester/build.rs`): no
 //! SQL Server runs where this was written. The database must be a scratch one: the suite turns its READ_COMMITTED_SNAPSHOT on
@@ -74,14 +73,6 @@ impl Db {
         self.0.count(&self.table(table)).await
     }
 
-    async fn leaders(&self) -> Vec<Option<Uuid>> {
-        let sql = format!(
-            "SELECT leader_id FROM {} ORDER BY id",
-            self.qualified("outbox")
-        );
-        self.rows(&sql).await.iter().map(|r| r.get(0)).collect()
-    }
-
     /// Drops the test's tables and schema.
     async fn cleanup(self) {
         self.0.close().await
@@ -133,75 +124,6 @@ fn ids(marked: &[Decoded]) -> Vec<i64> {
     not(mssql_url),
     ignore = "needs a SQL Server: build and run the tests with MSSQL_URL set"
 )]
-async fn marks_take_the_head_in_id_order_and_only_rows_not_marked_by_this_leader() {
-    let Some(db) = Db::new("head").await else {
-        return;
-    };
-    let store = db.store().await;
-    let mut written = records(10, 3);
-    written[0] = written[0]
-        .clone()
-        .header("trace", "abc")
-        .header("bin", vec![0u8, 255]);
-    written[1].partition = Some(2);
-    written[1].timestamp_ms = Some(1_700_000_000_123);
-    written[2].value = None;
-    written[3].timestamp_ms = Some(-1);
-    let all = stash(&store, &written).await;
-    assert_eq!(all.len(), 10);
-    assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
-
-    let a = Uuid::new_v4();
-    let first = store.mark(a, 4).await.unwrap();
-    assert_eq!(ids(&first), all[..4]);
-    let r0 = first[0].as_ref().unwrap();
-    assert_eq!(r0.topic, "t");
-    assert_eq!(r0.key.as_deref(), Some(&b"key-0"[..]));
-    assert_eq!(r0.value.as_deref(), Some(&b"0"[..]));
-    assert_eq!(
-        r0.headers,
-        vec![
-            ("trace".into(), b"abc".to_vec()),
-            ("bin".into(), vec![0, 255])
-        ]
-    );
-    assert_eq!((r0.partition, r0.timestamp_ms), (None, None));
-    let age = chrono::Utc::now() - r0.create_time;
-    assert!(age.num_seconds().abs() < 60, "create_time is UTC: {age}");
-    let r1 = first[1].as_ref().unwrap();
-    assert_eq!(
-        (r1.partition, r1.timestamp_ms),
-        (Some(2), Some(1_700_000_000_123))
-    );
-    assert_eq!(first[2].as_ref().unwrap().value, None, "a tombstone");
-    assert_eq!(
-        first[3].as_ref().unwrap().timestamp_ms,
-        Some(-1),
-        "before the epoch"
-    );
-
-    assert_eq!(ids(&store.mark(a, 4).await.unwrap()), all[4..8]);
-    assert_eq!(ids(&store.mark(a, 100).await.unwrap()), all[8..]);
-    assert!(store.mark(a, 100).await.unwrap().is_empty(), "all marked");
-    assert!(db.leaders().await.iter().all(|l| *l == Some(a)));
-
-    let backlog = store.backlog().await.unwrap();
-    assert_eq!(backlog.rows, 10);
-    assert!(backlog.oldest_age_seconds >= 0.0 && backlog.oldest_age_seconds < 60.0);
-    assert_eq!(store.purge(&all).await.unwrap(), 10);
-    assert_eq!(store.backlog().await.unwrap().rows, 0);
-    assert_eq!(store.backlog().await.unwrap().oldest_age_seconds, 0.0);
-    store.ping().await.unwrap();
-    assert!(store.describe().contains("outbox"), "{}", store.describe());
-    assert!(store.pool_stats().unwrap().max >= 2);
-    db.cleanup().await;
-}
-
-#[tokio::test]
-#[cfg_attr(
-    not(mssql_url),
-    ignore = "needs a SQL Server: build and run the tests with MSSQL_URL set"
-)]
 async fn leader_ids_round_trip_as_uniqueidentifiers() {
     let Some(db) = Db::new("guid").await else {
         return;
@@ -224,64 +146,6 @@ async fn leader_ids_round_trip_as_uniqueidentifiers() {
     // A reset conditioned on the same Uuid finds the row.
     assert_eq!(store.reset(&all, &[leader]).await.unwrap(), 1);
     assert_eq!(store.purge(&all).await.unwrap(), 1);
-    db.cleanup().await;
-}
-
-#[tokio::test]
-#[cfg_attr(
-    not(mssql_url),
-    ignore = "needs a SQL Server: build and run the tests with MSSQL_URL set"
-)]
-async fn large_marks_purges_and_resets_run_in_several_lists() {
-    let Some(db) = Db::new("large").await else {
-        return;
-    };
-    let store = db.store().await;
-    let all = stash(&store, &records(1300, 50)).await;
-    let a = Uuid::new_v4();
-    let marked = store.mark(a, 2000).await.unwrap();
-    assert_eq!(ids(&marked), all, "every row, in id order");
-    // Most reset (the rest stays in flight), then marked again: only the reset ones.
-    let (reset, kept) = all.split_at(1100);
-    assert_eq!(store.reset(reset, &[a]).await.unwrap(), 1100);
-    let b = Uuid::new_v4();
-    assert_eq!(store.reset(kept, &[b]).await.unwrap(), 0, "not b's");
-    assert_eq!(ids(&store.mark(a, 2000).await.unwrap()), reset);
-    assert_eq!(store.purge(&all).await.unwrap(), 1300);
-    assert_eq!(db.count("outbox").await, 0);
-    db.cleanup().await;
-}
-
-#[tokio::test]
-#[cfg_attr(
-    not(mssql_url),
-    ignore = "needs a SQL Server: build and run the tests with MSSQL_URL set"
-)]
-async fn a_second_leader_re_marks_and_a_stale_leader_hands_back_nothing() {
-    let Some(db) = Db::new("stale").await else {
-        return;
-    };
-    let store = db.store().await;
-    let all = stash(&store, &records(4, 2)).await;
-    let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
-    assert_eq!(ids(&store.mark(old, 10).await.unwrap()), all);
-    assert_eq!(
-        ids(&store.mark(new, 10).await.unwrap()),
-        all,
-        "a newer leader re-marks what the old one has in flight"
-    );
-    assert_eq!(store.reset(&all, &[old]).await.unwrap(), 0);
-    assert!(!store.quarantine(all[0], &[old], "stale").await.unwrap());
-    assert!(
-        db.leaders().await.iter().all(|l| *l == Some(new)),
-        "rows still belong to the newer leader"
-    );
-    assert_eq!(db.count("outbox_quarantine").await, 0);
-    // Resetting as the current leader makes them markable again, by anyone.
-    assert_eq!(store.reset(&all[..2], &[old, new]).await.unwrap(), 2);
-    assert_eq!(db.leaders().await, vec![None, None, Some(new), Some(new)]);
-    assert_eq!(ids(&store.mark(new, 10).await.unwrap()), all[..2]);
-    assert_eq!(store.purge(&all).await.unwrap(), 4);
     db.cleanup().await;
 }
 
