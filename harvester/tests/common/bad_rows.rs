@@ -7,6 +7,7 @@
 //! larger than the producer's `message.max.bytes` is written with the `Stasher` (it is a valid
 //! row) and quarantined when its delivery fails permanently.
 
+use harvester::outbox::TableName;
 use tiberius::Query;
 
 use super::backend::{Backend, Db};
@@ -81,15 +82,29 @@ impl Bad {
 impl World {
     /// Inserts one `bad` row into the world's outbox, committed; its id.
     pub async fn insert_bad(&self, bad: Bad) -> i64 {
-        let topic = if bad == Bad::EmptyTopic {
-            ""
-        } else {
-            self.topic.as_str()
-        };
+        self.db.insert_bad(&self.table(), &self.topic, bad).await
+    }
+
+    /// MariaDB: tries to write header columns of raw text (`names`, `values`); the row's id, or
+    /// the database's refusal.
+    pub async fn insert_header_text(&self, names: &str, values: &str) -> Result<i64, sqlx::Error> {
+        let key = Some(b"bad-text".to_vec());
+        let table = self.table();
+        self.db
+            .insert_mariadb_row(&table, &self.topic, key, names, values)
+            .await
+    }
+}
+
+impl Db {
+    /// Inserts one `bad` row into `table` (topic `topic`, unless the row's fault is its
+    /// topic), committed; its id.
+    pub async fn insert_bad(&self, table: &TableName, topic: &str, bad: Bad) -> i64 {
+        let topic = if bad == Bad::EmptyTopic { "" } else { topic };
         let key = format!("bad-{bad:?}").into_bytes();
         let key = (bad != Bad::NullKey).then_some(key);
-        let table = self.db.quoted(&self.table());
-        match &self.db {
+        let quoted = self.quoted(table);
+        match self {
             Db::Postgres(db) | Db::PgSnapshot(db) => {
                 let (names, values): (Vec<&str>, Vec<Vec<u8>>) = match bad {
                     Bad::HeaderLengths => (vec!["a", "b"], vec![vec![1]]),
@@ -97,7 +112,7 @@ impl World {
                     other => panic!("a Postgres outbox cannot hold {other:?}"),
                 };
                 sqlx::query_scalar(&format!(
-                    "INSERT INTO {table} (topic, kafka_key, kafka_value, header_keys, header_values) \
+                    "INSERT INTO {quoted} (topic, kafka_key, kafka_value, header_keys, header_values) \
                      VALUES ($1, $2, 'v', $3, $4) RETURNING id"
                 ))
                 .bind(topic)
@@ -110,14 +125,14 @@ impl World {
             }
             Db::MariaDb(_) => {
                 let (names, values) = bad.header_text();
-                self.insert_mariadb_row(topic, key, names, values)
+                self.insert_mariadb_row(table, topic, key, names, values)
                     .await
                     .unwrap()
             }
             Db::Mssql(db) => {
                 let (names, values) = bad.header_text();
                 let mut query = Query::new(format!(
-                    "INSERT INTO {table} (topic, kafka_key, kafka_value, header_keys, header_values) \
+                    "INSERT INTO {quoted} (topic, kafka_key, kafka_value, header_keys, header_values) \
                      OUTPUT inserted.id VALUES (@P1, @P2, 0x76, @P3, @P4)"
                 ));
                 query.bind(topic.to_owned());
@@ -129,28 +144,21 @@ impl World {
         }
     }
 
-    /// MariaDB: tries to write header columns of raw text (`names`, `values`); the row's id, or
-    /// the database's refusal.
-    pub async fn insert_header_text(&self, names: &str, values: &str) -> Result<i64, sqlx::Error> {
-        let key = Some(b"bad-text".to_vec());
-        self.insert_mariadb_row(&self.topic, key, names, values)
-            .await
-    }
-
     async fn insert_mariadb_row(
         &self,
+        table: &TableName,
         topic: &str,
         key: Option<Vec<u8>>,
         names: &str,
         values: &str,
     ) -> Result<i64, sqlx::Error> {
-        let Db::MariaDb(db) = &self.db else {
+        let Db::MariaDb(db) = self else {
             panic!("JSON header columns are MariaDB's")
         };
         let done = sqlx::query(&format!(
             "INSERT INTO {} (topic, kafka_key, kafka_value, header_keys, header_values) \
              VALUES (?, ?, 'v', ?, ?)",
-            self.db.quoted(&self.table())
+            self.quoted(table)
         ))
         .bind(topic)
         .bind(key)

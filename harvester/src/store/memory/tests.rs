@@ -23,27 +23,6 @@ fn ids(decoded: &[Decoded]) -> Vec<i64> {
 }
 
 #[tokio::test]
-async fn malformed_rows_come_back_as_poison() {
-    let store = MemoryStore::new();
-    let good = store.insert(&records(1))[0];
-    let mut bad = Row::from(&StashRecord::new("t", "k", "v"));
-    bad.header_keys = vec!["a".into(), "b".into()];
-    bad.header_values = vec![b"1".to_vec()];
-    let bad = store.insert_raw(bad);
-    let mut keyless = Row::from(&StashRecord::new("t", "k", "v"));
-    keyless.key = None;
-    let keyless = store.insert_raw(keyless);
-    let marked = store.mark(Uuid::new_v4(), 10).await.unwrap();
-    assert!(marked[0].as_ref().is_ok_and(|r| r.id == good));
-    assert!(marked[1]
-        .as_ref()
-        .is_err_and(|p| p.id == bad && p.reason.contains("header arrays differ")));
-    assert!(marked[2]
-        .as_ref()
-        .is_err_and(|p| p.id == keyless && p.reason.contains("key is NULL")));
-}
-
-#[tokio::test]
 async fn planned_faults_fail_lose_the_outcome_delay_or_hold() {
     let store = MemoryStore::new();
     store.insert(&records(3));

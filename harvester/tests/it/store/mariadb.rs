@@ -1,9 +1,9 @@
 //! MariaDB's own side of the store port, on a real MariaDB (`MARIADB_URL`, default
 //! `mysql://root@127.0.0.1:3306/test`), each test in a database of its own. The clauses every
 //! store keeps (marks take the head, generations, stale leaders, purge, reset, long id lists,
-//! backlog and probes) run on MariaDB in `store::contract`; here: the quarantine's JSON row,
-//! malformed rows as poison, late commits marked once committed, a mark holding its locks not
-//! blocking a writer, scoped marks split by key under the layout guard with `buckets_of`
+//! backlog and probes, poison, late commits) run on MariaDB in `store::contract`; here: the
+//! quarantine's JSON row, a mark holding its locks not blocking a writer, purge, reset and mark
+//! not waiting for a writer on a small table, scoped marks split by key under the layout guard with `buckets_of`
 //! agreeing, and concurrent migrations.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -77,7 +77,8 @@ async fn count(pool: &MySqlPool, table: &str) -> i64 {
 }
 
 #[tokio::test]
-async fn quarantine_moves_the_row_with_its_reason() {
+/// The quarantine keeps the whole row as JSON, its bytes in hex.
+async fn the_quarantine_keeps_the_row_as_json_with_hex_bytes() {
     let db = TestMariaDb::new("mdb_quarantine").await.unwrap();
     let store = store(&db).await;
     let all = stash(&store, &[StashRecord::new("t", "k", "v").header("h", "x")]).await;
@@ -107,92 +108,6 @@ async fn quarantine_moves_the_row_with_its_reason() {
     assert_eq!(data["kafka_key"], "6B", "key bytes in hex");
     assert_eq!(data["kafka_value"], "76");
     assert!(data["header_keys"].to_string().contains('h'), "{data}");
-}
-
-#[tokio::test]
-async fn malformed_rows_come_back_as_poison() {
-    let db = TestMariaDb::new("mdb_poison").await.unwrap();
-    let store = store(&db).await;
-    let table = db.qualified("outbox");
-    let good = stash(&store, &[StashRecord::new("t", "good", "v")]).await[0];
-    let bad = [
-        (
-            r#"'["a","b"]'"#,
-            r#"'["AQ=="]'"#,
-            "'t'",
-            "'k'",
-            "header arrays differ in length",
-        ),
-        (
-            r#"'{"a":1}'"#,
-            "'[]'",
-            "'t'",
-            "'k'",
-            "header_keys is not a JSON array of strings",
-        ),
-        (r#"'["a"]'"#, r#"'["@@@@"]'"#, "'t'", "'k'", "not base64"),
-        ("'[]'", "'[]'", "'t'", "NULL", "key is NULL"),
-        ("'[]'", "'[]'", "''", "'k'", "empty topic"),
-    ];
-    let mut expected = BTreeMap::new();
-    for (keys, values, topic, key, why) in bad {
-        let done = sqlx::query(&format!(
-            "INSERT INTO {table} (topic, kafka_key, kafka_value, header_keys, header_values) \
-             VALUES ({topic}, {key}, 'v', {keys}, {values})"
-        ))
-        .execute(&db.pool)
-        .await
-        .unwrap();
-        expected.insert(done.last_insert_id() as i64, why);
-    }
-    let leader = Uuid::new_v4();
-    let marked = store.mark(leader, 10).await.unwrap();
-    assert_eq!(marked.len(), 6);
-    assert!(marked[0].as_ref().is_ok_and(|r| r.id == good));
-    for d in &marked[1..] {
-        let p = d.as_ref().unwrap_err();
-        let why = expected[&p.id];
-        assert!(
-            p.reason.contains(why),
-            "row {}: {} (expected {why})",
-            p.id,
-            p.reason
-        );
-        assert!(store.quarantine(p.id, &[leader], &p.reason).await.unwrap());
-    }
-    assert_eq!(count(&db.pool, &db.qualified("outbox_quarantine")).await, 5);
-}
-
-#[tokio::test]
-async fn a_late_commit_is_marked_once_committed_and_never_waited_for() {
-    let db = TestMariaDb::new("mdb_late").await.unwrap();
-    let store = store(&db).await;
-    let stasher = store.stasher();
-    // A writer draws the lower id and stays open...
-    let mut early = db.pool.begin().await.unwrap();
-    let low = stasher
-        .stash(&mut early, &StashRecord::new("t", "a", "1"))
-        .await
-        .unwrap();
-    // ...while a later one commits a higher id.
-    let high = stash(&store, &[StashRecord::new("t", "b", "1")]).await[0];
-    assert!(low < high);
-    let leader = Uuid::new_v4();
-    let marked = tokio::time::timeout(QUICK, store.mark(leader, 10))
-        .await
-        .expect("a mark must not wait for an uncommitted insert")
-        .unwrap();
-    assert_eq!(
-        ids(&marked),
-        vec![high],
-        "the uncommitted row is not there yet"
-    );
-    early.commit().await.unwrap();
-    assert_eq!(
-        ids(&store.mark(leader, 10).await.unwrap()),
-        vec![low],
-        "the late commit is taken by the next mark"
-    );
 }
 
 #[tokio::test]

@@ -2,8 +2,7 @@
 //! `sqlserver://sa:password@127.0.0.1:1433/harvester_test?encrypt=false`), each test in a schema
 //! of its own. The clauses every store keeps run on SQL Server in `store::contract` (module
 //! `mssql`); here: leader ids round-tripping as UNIQUEIDENTIFIERs, the quarantine (an oversize
-//! value too), malformed rows as poison, late commits marked once committed and never waited
-//! for, a row another statement holds waited for (not skipped) while writers go on, scoped marks
+//! value too), a row another statement holds waited for (not skipped) while writers go on, scoped marks
 //! split by key under the layout guard with `buckets_of` agreeing with SHA-256, and concurrent
 //! migrations.
 //!
@@ -196,129 +195,6 @@ async fn quarantine_moves_the_row_with_its_reason_oversize_values_too() {
     assert_eq!(moved[0].get::<&str, _>(5), Some(r#"["h"]"#));
     assert_eq!(moved[0].get::<Uuid, _>(6), Some(leader));
     assert_eq!(moved[1].get::<&[u8], _>(4), Some(&big[..]), "kept whole");
-    db.cleanup().await;
-}
-
-#[tokio::test]
-#[cfg_attr(
-    not(mssql_url),
-    ignore = "needs a SQL Server: build and run the tests with MSSQL_URL set"
-)]
-async fn malformed_rows_come_back_as_poison() {
-    let Some(db) = Db::new("poison").await else {
-        return;
-    };
-    let store = db.store().await;
-    let table = db.qualified("outbox");
-    let good = stash(&store, &[StashRecord::new("t", "good", "v")]).await[0];
-    let bad = [
-        (
-            r#"N'["a","b"]'"#,
-            r#"N'["AQ=="]'"#,
-            "N't'",
-            "0x6b",
-            "header arrays differ in length",
-        ),
-        (
-            r#"N'{"a":1}'"#,
-            "N'[]'",
-            "N't'",
-            "0x6b",
-            "header_keys is not a JSON array of strings",
-        ),
-        (
-            "N'not json'",
-            "N'[]'",
-            "N't'",
-            "0x6b",
-            "header_keys is not a JSON array of strings",
-        ),
-        (
-            r#"N'["a"]'"#,
-            "N'[1]'",
-            "N't'",
-            "0x6b",
-            "header_values is not a JSON array of strings",
-        ),
-        (
-            r#"N'["a"]'"#,
-            r#"N'["@@@@"]'"#,
-            "N't'",
-            "0x6b",
-            "not base64",
-        ),
-        ("N'[]'", "N'[]'", "N't'", "NULL", "key is NULL"),
-        ("N'[]'", "N'[]'", "N''", "0x6b", "empty topic"),
-    ];
-    let mut expected = BTreeMap::new();
-    for (keys, values, topic, key, why) in bad {
-        let sql = format!(
-            "INSERT INTO {table} (topic, kafka_key, kafka_value, header_keys, header_values) \
-             OUTPUT inserted.id VALUES ({topic}, {key}, 0x76, {keys}, {values})"
-        );
-        let id: i64 = db.rows(&sql).await[0].get(0).unwrap();
-        expected.insert(id, why);
-    }
-    let leader = Uuid::new_v4();
-    let marked = store.mark(leader, 10).await.unwrap();
-    assert_eq!(marked.len(), 8);
-    assert!(marked[0].as_ref().is_ok_and(|r| r.id == good));
-    for d in &marked[1..] {
-        let p = d.as_ref().unwrap_err();
-        let why = expected[&p.id];
-        assert!(
-            p.reason.contains(why),
-            "row {}: {} (expected {why})",
-            p.id,
-            p.reason
-        );
-        assert!(store.quarantine(p.id, &[leader], &p.reason).await.unwrap());
-    }
-    assert_eq!(db.count("outbox_quarantine").await, 7);
-    db.cleanup().await;
-}
-
-#[tokio::test]
-#[cfg_attr(
-    not(mssql_url),
-    ignore = "needs a SQL Server: build and run the tests with MSSQL_URL set"
-)]
-async fn a_late_commit_is_marked_once_committed_and_never_waited_for() {
-    let Some(db) = Db::new("late").await else {
-        return;
-    };
-    let store = db.store().await;
-    let stasher = store.stasher();
-    // A writer draws the lower id and stays open...
-    let mut early = store.pool().open_client().await.unwrap();
-    early.begin_transaction().await.unwrap();
-    let low = stasher
-        .stash(&mut early, &StashRecord::new("t", "a", "1"))
-        .await
-        .unwrap();
-    // ...while a later one commits a higher id.
-    let high = stash(&store, &[StashRecord::new("t", "b", "1")]).await[0];
-    assert!(low < high);
-    let leader = Uuid::new_v4();
-    let marked = tokio::time::timeout(QUICK, store.mark(leader, 10))
-        .await
-        .expect("a mark must not wait for an uncommitted insert")
-        .unwrap();
-    assert_eq!(
-        ids(&marked),
-        vec![high],
-        "the uncommitted row is not there yet"
-    );
-    let purged = tokio::time::timeout(QUICK, store.purge(&[high]))
-        .await
-        .expect("a purge must not wait for an uncommitted insert");
-    assert_eq!(purged.unwrap(), 1);
-    early.commit_transaction().await.unwrap();
-    assert_eq!(
-        ids(&store.mark(leader, 10).await.unwrap()),
-        vec![low],
-        "the late commit is taken by the next mark"
-    );
     db.cleanup().await;
 }
 

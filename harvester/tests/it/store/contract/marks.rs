@@ -97,3 +97,30 @@ pub async fn a_marked_row_comes_back_as_it_was_written(rig: Rig) {
         assert_eq!(r3.timestamp_ms, Some(-1), "before the epoch");
     }
 }
+
+/// A mark takes committed rows only and never waits for an open transaction: a row whose
+/// transaction drew a lower id but commits late is left out, then taken by the next mark once
+/// committed. Bounded by the load margin: a mark that waited would wait for the test's open
+/// transaction (or a lock-wait timeout, 50 s on MariaDB).
+pub async fn a_late_commit_is_marked_once_committed_and_never_waited_for(rig: Rig) {
+    let mut early = rig.begin().await;
+    let low = early.stash(&records(1, 1)).await[0];
+    let high = rig.commit(&records(1, 1)).await[0];
+    assert!(low < high);
+    let leader = Uuid::new_v4();
+    let marked = tokio::time::timeout(testkit::LOAD_MARGIN, rig.store.mark(leader, 10))
+        .await
+        .expect("a mark must not wait for an uncommitted insert")
+        .unwrap();
+    assert_eq!(
+        ids(&marked),
+        vec![high],
+        "the uncommitted row is not there yet"
+    );
+    early.commit().await;
+    assert_eq!(
+        ids(&rig.store.mark(leader, 10).await.unwrap()),
+        vec![low],
+        "the late commit is taken by the next mark"
+    );
+}

@@ -10,6 +10,7 @@
 
 mod hands_back;
 mod marks;
+mod poison;
 mod probes;
 mod rig;
 
@@ -17,6 +18,7 @@ use harvester::outbox::{Decoded, StashRecord};
 
 use hands_back::*;
 use marks::*;
+use poison::*;
 use probes::*;
 use rig::{Impl, Rig};
 
@@ -85,25 +87,30 @@ macro_rules! on_mssql_store {
     };
 }
 
-/// Every clause on every implementation.
+/// The clauses of `every` on every implementation, and those of `transactional` (which need a
+/// writer's open transaction) on every one that has transactions: all but the memory store.
 macro_rules! on_every_store {
-    ($($clause:ident),+ $(,)?) => {
-        on_store!(postgres, Postgres, $($clause),+);
-        on_store!(goharvest, Goharvest, $($clause),+);
-        on_store!(mariadb, MariaDb, $($clause),+);
+    (every: [$($clause:ident),+ $(,)?], transactional: [$($tx:ident),+ $(,)?] $(,)?) => {
+        on_store!(postgres, Postgres, $($clause,)+ $($tx),+);
+        on_store!(goharvest, Goharvest, $($clause,)+ $($tx),+);
+        on_store!(mariadb, MariaDb, $($clause,)+ $($tx),+);
         on_store!(memory, Memory, $($clause),+);
-        on_mssql_store!($($clause),+);
+        on_mssql_store!($($clause,)+ $($tx),+);
     };
 }
 
 on_every_store!(
-    marks_take_the_head_in_id_order,
-    a_newer_generation_re_marks_what_an_older_one_holds,
-    a_marked_row_comes_back_as_it_was_written,
-    a_stale_leader_resets_and_quarantines_nothing,
-    reset_rows_are_marked_again_by_any_generation,
-    purge_deletes_whoever_marks_the_rows,
-    quarantine_moves_the_row_with_its_reason,
-    long_id_lists_keep_every_promise,
-    backlog_ping_describe_and_pool,
+    every: [
+        marks_take_the_head_in_id_order,
+        a_newer_generation_re_marks_what_an_older_one_holds,
+        a_marked_row_comes_back_as_it_was_written,
+        malformed_rows_come_back_as_poison,
+        a_stale_leader_resets_and_quarantines_nothing,
+        reset_rows_are_marked_again_by_any_generation,
+        purge_deletes_whoever_marks_the_rows,
+        quarantine_moves_the_row_with_its_reason,
+        long_id_lists_keep_every_promise,
+        backlog_ping_describe_and_pool,
+    ],
+    transactional: [a_late_commit_is_marked_once_committed_and_never_waited_for],
 );

@@ -12,7 +12,9 @@ use harvester::store::{DatabaseConfig, OutboxConfig, OutboxStore};
 use testkit::TestDb;
 use uuid::Uuid;
 
-use crate::common::backend::{Backend, Db, Writer};
+use crate::common::backend::{Backend, Db, Tx, Writer};
+use crate::common::bad_rows::Bad;
+use harvester::store::memory::Row;
 
 /// The implementations of the store port that keep MP/R's promises (snapshot mode keeps them
 /// its own way: `store::snapshot`). Adding one: a variant here, an arm in [`Rig::new`] and the
@@ -115,6 +117,50 @@ impl Rig {
         }
     }
 
+    /// A transaction of the writer's, left open (dropped open: rolled back). Not on the memory
+    /// store, which has no transactions.
+    pub async fn begin(&self) -> Tx {
+        match &self.backing {
+            Backing::Sql { writer, .. } => writer.begin().await,
+            Backing::Memory(_) => panic!("the memory store has no transactions"),
+        }
+    }
+
+    /// The malformed rows this implementation's table can hold (`common::bad_rows`): a goharvest
+    /// table's key is NOT NULL, the memory store holds the same faults as Postgres.
+    pub fn bads(&self) -> Vec<Bad> {
+        match self.imp {
+            Impl::Postgres | Impl::Memory => Bad::on(Backend::Postgres),
+            Impl::Goharvest => vec![Bad::HeaderLengths, Bad::EmptyTopic],
+            Impl::MariaDb => Bad::on(Backend::MariaDb),
+            Impl::Mssql => Bad::on(Backend::Mssql),
+        }
+    }
+
+    /// Inserts one `bad` row (topic `t`), committed; its id.
+    pub async fn insert_bad(&self, bad: Bad) -> i64 {
+        let topic = if bad == Bad::EmptyTopic { "" } else { "t" };
+        match (&self.backing, self.imp) {
+            (Backing::Sql { db, .. }, Impl::Goharvest) => {
+                goharvest_bad(db.pg(), &self.outbox.table, topic, bad).await
+            }
+            (Backing::Sql { db, .. }, _) => db.insert_bad(&self.outbox.table, "t", bad).await,
+            (Backing::Memory(m), _) => {
+                let mut row = Row::from(&StashRecord::new(topic, format!("bad-{bad:?}"), "v"));
+                match bad {
+                    Bad::HeaderLengths => {
+                        row.header_keys = vec!["a".into(), "b".into()];
+                        row.header_values = vec![vec![1]];
+                    }
+                    Bad::NullKey => row.key = None,
+                    Bad::EmptyTopic => {}
+                    other => panic!("the memory store does not hold {other:?}"),
+                }
+                m.insert_raw(row)
+            }
+        }
+    }
+
     /// `leader_id` of every row still in the outbox, by id.
     pub async fn leaders(&self) -> Vec<Option<Uuid>> {
         match &self.backing {
@@ -160,4 +206,25 @@ async fn goharvest(db: &TestDb, outbox: &mut OutboxConfig) -> PgStore {
     let store = PgStore::on(db.pool.clone(), outbox);
     store.migrate().await.unwrap();
     store
+}
+
+/// A malformed row in a goharvest table (its own column names; text header arrays).
+async fn goharvest_bad(db: &TestDb, table: &TableName, topic: &str, bad: Bad) -> i64 {
+    let (names, values): (Vec<&str>, Vec<&str>) = match bad {
+        Bad::HeaderLengths => (vec!["a", "b"], vec!["1"]),
+        Bad::EmptyTopic => (Vec::new(), Vec::new()),
+        other => panic!("a goharvest table cannot hold {other:?}"),
+    };
+    sqlx::query_scalar(&format!(
+        "INSERT INTO {} (create_time, kafka_topic, kafka_key, kafka_value, kafka_header_keys, \
+         kafka_header_values) VALUES (now(), $1, $2, 'v', $3, $4) RETURNING id",
+        table.quoted()
+    ))
+    .bind(topic)
+    .bind(format!("bad-{bad:?}"))
+    .bind(names)
+    .bind(values)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap()
 }
