@@ -5,7 +5,6 @@
 
 pub mod backend;
 pub mod bad_rows;
-pub mod contract;
 pub mod faults;
 pub mod held;
 pub mod mssql;

@@ -6,7 +6,6 @@
 //! not waiting for a writer on a small table, scoped marks split by key under the layout guard with `buckets_of`
 //! agreeing, and concurrent migrations.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use harvester::outbox::{Decoded, StashRecord, TableName};
@@ -204,59 +203,24 @@ async fn a_mark_holding_its_locks_does_not_block_a_writer() {
     assert_eq!(ids(&store.mark(leader, 10).await.unwrap()), inserted);
 }
 
-fn key_of(d: &Decoded, written: &BTreeMap<i64, Option<Vec<u8>>>) -> Option<Vec<u8>> {
-    written[&id_of(d)].clone()
-}
-
 const COUNT: u16 = 8;
 
-/// Drains `scope` for `leader` in marks of `batch`, purging each; returns the ids in the
-/// order marked, checking each mark comes back in id order.
-async fn drain(store: &MariaDbStore, leader: Uuid, scope: &BucketScope, batch: usize) -> Vec<i64> {
-    let mut all = Vec::new();
-    loop {
-        let got = ids(&store.mark_scoped(leader, batch, scope).await.unwrap());
-        if got.is_empty() {
-            return all;
-        }
-        assert!(got.windows(2).all(|w| w[0] < w[1]), "id order");
-        assert_eq!(store.purge(&got).await.unwrap(), got.len() as u64);
-        all.extend(got);
-    }
-}
-
+/// MariaDB's bucket is zlib's CRC-32 (its `CRC32()`) of the key's bytes mod B, a NULL key as the
+/// empty key (a keyless row is scoped-marked in that key's bucket); the layout names who recorded
+/// it, on a table whose name needs quoting.
 #[tokio::test]
-async fn the_layout_guards_scoped_marks_and_the_first_count_stands() {
+async fn buckets_are_crc32_of_the_key_and_the_layout_names_who_recorded_it() {
     let db = TestMariaDb::new("mdb_layout").await.unwrap();
-    // A table name that needs quoting.
     let outbox = OutboxConfig {
         table: TableName::parse(&format!("{}.\"my-outbox\"", db.database)).unwrap(),
+        require_key: false,
         ..OutboxConfig::default()
     };
     let store = store_on(&db, &outbox).await;
-    stash(&store, &records(20, 5)).await;
-    let all = BucketScope::new(COUNT, 0..COUNT);
-    let half = BucketScope::new(COUNT, 0..COUNT / 2);
-    let leader = Uuid::new_v4();
-    assert!(
-        store
-            .mark_scoped(leader, 10, &half)
-            .await
-            .unwrap()
-            .is_empty(),
-        "no layout recorded"
-    );
-    crate::common::contract::layout_guards_scoped_marks(&store, COUNT).await;
-    let other_half = BucketScope::new(COUNT * 2, 0..COUNT);
-    assert!(store
-        .mark_scoped(leader, 10, &other_half)
-        .await
-        .unwrap()
-        .is_empty());
+    assert_eq!(store.record_buckets(COUNT, "first").await.unwrap(), COUNT);
     assert_eq!(
-        store.mark_scoped(leader, 100, &all).await.unwrap().len(),
-        20,
-        "a scope of every bucket is the whole table"
+        store.record_buckets(COUNT * 2, "second").await.unwrap(),
+        COUNT
     );
     let (recorded_by,): (String,) = sqlx::query_as(&format!(
         "SELECT recorded_by FROM {}",
@@ -266,99 +230,24 @@ async fn the_layout_guards_scoped_marks_and_the_first_count_stands() {
     .await
     .unwrap();
     assert_eq!(recorded_by, "first");
-}
 
-#[tokio::test]
-async fn scoped_marks_split_the_rows_by_key_and_buckets_of_agrees() {
-    let db = TestMariaDb::new("mdb_scopes").await.unwrap();
-    let store = store_on(
-        &db,
-        &OutboxConfig {
-            require_key: false,
-            ..outbox(&db, "outbox")
-        },
-    )
-    .await;
-    let mut rows = records(400, 40);
-    rows.push(StashRecord {
+    let mut keys: Vec<Option<Vec<u8>>> = (0..40)
+        .map(|k| Some(format!("key-{k}").into_bytes()))
+        .collect();
+    keys.push(None);
+    let buckets = store.buckets_of(&keys, COUNT).await.unwrap();
+    for (key, b) in keys.iter().zip(&buckets) {
+        let crc = testkit::broker::limits::crc32(key.as_deref().unwrap_or_default());
+        assert_eq!(u32::from(*b), crc % u32::from(COUNT), "{key:?}");
+    }
+    let keyless = StashRecord {
         key: None,
         ..StashRecord::new("t", "", "keyless")
-    });
-    let stashed = stash(&store, &rows).await;
-    let written: BTreeMap<i64, Option<Vec<u8>>> = stashed
-        .iter()
-        .zip(&rows)
-        .map(|(id, r)| (*id, r.key.clone()))
-        .collect();
-    store.record_buckets(COUNT, "test").await.unwrap();
-
-    // One scope per bucket: every row once, each key in one bucket only, and buckets_of names
-    // the bucket the scoped mark took each key in.
-    let mut taken = BTreeSet::new();
-    let mut bucket_of_key: BTreeMap<Option<Vec<u8>>, u16> = BTreeMap::new();
-    for b in 0..COUNT {
-        let scope = BucketScope::new(COUNT, [b]);
-        let leader = Uuid::new_v4();
-        let marked = store.mark_scoped(leader, 1000, &scope).await.unwrap();
-        let keys: Vec<Option<Vec<u8>>> = marked.iter().map(|d| key_of(d, &written)).collect();
-        let computed = store.buckets_of(&keys, COUNT).await.unwrap();
-        assert!(computed.iter().all(|c| *c == b), "bucket {b}: {computed:?}");
-        for (d, key) in marked.iter().zip(keys) {
-            assert!(taken.insert(id_of(d)), "row taken twice");
-            assert_eq!(
-                *bucket_of_key.entry(key).or_insert(b),
-                b,
-                "a key in two buckets"
-            );
-        }
-        store.reset(&ids(&marked), &[leader]).await.unwrap();
-    }
-    assert_eq!(taken.len(), rows.len(), "every row in one bucket");
-    assert!(
-        bucket_of_key.values().collect::<BTreeSet<_>>().len() >= 6,
-        "keys spread"
-    );
-    // The documented hash: CRC-32 (zlib's) of the key's bytes, mod B; NULL as the empty key.
-    assert_eq!(bucket_of_key[&None], 0);
-    for (key, b) in &bucket_of_key {
-        // zlib's CRC-32, what MariaDB's `CRC32()` computes.
-        let crc = testkit::broker::limits::crc32(key.as_deref().unwrap_or_default());
-        assert_eq!(u32::from(*b), crc % u32::from(COUNT));
-    }
-    assert_eq!(
-        store.buckets_of(&[], COUNT).await.unwrap(),
-        Vec::<u16>::new()
-    );
-    let many: Vec<Option<Vec<u8>>> = (0..600)
-        .map(|i| Some(format!("key-{}", i % 40).into_bytes()))
-        .collect();
-    let spread = store.buckets_of(&many, COUNT).await.unwrap();
-    assert_eq!(spread.len(), 600);
-    for (key, b) in many.iter().zip(spread) {
-        assert_eq!(bucket_of_key[key], b, "in order, across lists");
-    }
-
-    // Two scopes splitting the buckets, interleaved as two harvesters would: every row once,
-    // no key in both.
-    let (left, right) = (
-        BucketScope::new(COUNT, 0..COUNT / 2),
-        BucketScope::new(COUNT, COUNT / 2..COUNT),
-    );
-    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
-    let (mut l_keys, mut r_keys, mut seen) = (BTreeSet::new(), BTreeSet::new(), 0);
-    loop {
-        let l = drain(&store, a, &left, 7).await;
-        let r = drain(&store, b, &right, 7).await;
-        if l.is_empty() && r.is_empty() {
-            break;
-        }
-        seen += l.len() + r.len();
-        l_keys.extend(l.iter().map(|id| written[id].clone()));
-        r_keys.extend(r.iter().map(|id| written[id].clone()));
-    }
-    assert_eq!(seen, rows.len());
-    assert!(l_keys.is_disjoint(&r_keys), "a key in both scopes");
-    assert!(!l_keys.is_empty() && !r_keys.is_empty());
+    };
+    let keyless = stash(&store, &[keyless]).await[0];
+    let scope = BucketScope::new(COUNT, [buckets[40]]);
+    let marked = store.mark_scoped(Uuid::new_v4(), 10, &scope).await.unwrap();
+    assert_eq!(ids(&marked), vec![keyless]);
 }
 
 #[tokio::test]

@@ -12,7 +12,6 @@
 //! it ends, passed or failed (`common::mssql`).
 #![cfg(feature = "mssql")]
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::common::mssql::{self, TestMssql};
@@ -267,10 +266,6 @@ async fn a_held_row_is_waited_for_not_skipped_and_writers_go_on() {
     db.cleanup().await;
 }
 
-fn key_of(d: &Decoded, written: &BTreeMap<i64, Option<Vec<u8>>>) -> Option<Vec<u8>> {
-    written[&id_of(d)].clone()
-}
-
 const COUNT: u16 = 8;
 
 /// The documented bucket: the first four bytes of the key's SHA-256, big-endian, mod B; a NULL
@@ -281,167 +276,51 @@ fn sha_bucket(key: Option<&[u8]>, count: u16) -> u16 {
     (head % u32::from(count)) as u16
 }
 
-/// Drains `scope` for `leader` in marks of `batch`, purging each; returns the ids in the
-/// order marked, checking each mark comes back in id order.
-async fn drain(store: &MssqlStore, leader: Uuid, scope: &BucketScope, batch: usize) -> Vec<i64> {
-    let mut all = Vec::new();
-    loop {
-        let got = ids(&store.mark_scoped(leader, batch, scope).await.unwrap());
-        if got.is_empty() {
-            return all;
-        }
-        assert!(got.windows(2).all(|w| w[0] < w[1]), "id order");
-        assert_eq!(store.purge(&got).await.unwrap(), got.len() as u64);
-        all.extend(got);
-    }
-}
-
+/// SQL Server's bucket is the first four bytes of the key's SHA-256, big-endian, mod B, a NULL
+/// key as the empty key (a keyless row is scoped-marked in that key's bucket); the layout names
+/// who recorded it, on a table whose name needs quoting.
 #[tokio::test]
 #[cfg_attr(
     not(mssql_url),
     ignore = "needs a SQL Server: build and run the tests with MSSQL_URL set"
 )]
-async fn the_layout_guards_scoped_marks_and_the_first_count_stands() {
+async fn buckets_are_sha256_of_the_key_and_the_layout_names_who_recorded_it() {
     let Some(db) = Db::new("layout").await else {
         return;
     };
-    // A table name that needs quoting.
     let outbox = OutboxConfig {
         table: TableName::parse(&format!("{}.\"my-out]box\"", db.schema)).unwrap(),
+        require_key: false,
         ..OutboxConfig::default()
     };
     let store = db.store_on(&outbox).await;
-    stash(&store, &records(20, 5)).await;
-    let all = BucketScope::new(COUNT, 0..COUNT);
-    let half = BucketScope::new(COUNT, 0..COUNT / 2);
-    let leader = Uuid::new_v4();
-    assert!(
-        store
-            .mark_scoped(leader, 10, &half)
-            .await
-            .unwrap()
-            .is_empty(),
-        "no layout recorded"
-    );
-    crate::common::contract::layout_guards_scoped_marks(&store, COUNT).await;
-    let other_half = BucketScope::new(COUNT * 2, 0..COUNT);
-    assert!(store
-        .mark_scoped(leader, 10, &other_half)
-        .await
-        .unwrap()
-        .is_empty());
+    assert_eq!(store.record_buckets(COUNT, "first").await.unwrap(), COUNT);
     assert_eq!(
-        store.mark_scoped(leader, 100, &all).await.unwrap().len(),
-        20,
-        "a scope of every bucket is the whole table"
+        store.record_buckets(COUNT * 2, "second").await.unwrap(),
+        COUNT
     );
     let sql = format!(
         "SELECT recorded_by FROM {}",
         db.qualified("my-out]box_layout")
     );
     assert_eq!(db.rows(&sql).await[0].get::<&str, _>(0), Some("first"));
-    db.cleanup().await;
-}
 
-#[tokio::test]
-#[cfg_attr(
-    not(mssql_url),
-    ignore = "needs a SQL Server: build and run the tests with MSSQL_URL set"
-)]
-async fn scoped_marks_split_the_rows_by_key_and_buckets_of_agrees() {
-    let Some(db) = Db::new("scopes").await else {
-        return;
-    };
-    let store = db
-        .store_on(&OutboxConfig {
-            require_key: false,
-            ..db.outbox("outbox")
-        })
-        .await;
-    let mut rows = records(400, 40);
-    rows.push(StashRecord {
-        key: None,
-        ..StashRecord::new("t", "", "keyless")
-    });
-    let stashed = stash(&store, &rows).await;
-    let written: BTreeMap<i64, Option<Vec<u8>>> = stashed
-        .iter()
-        .zip(&rows)
-        .map(|(id, r)| (*id, r.key.clone()))
+    let mut keys: Vec<Option<Vec<u8>>> = (0..40)
+        .map(|k| Some(format!("key-{k}").into_bytes()))
         .collect();
-    store.record_buckets(COUNT, "test").await.unwrap();
-
-    // One scope per bucket: every row once, each key in one bucket only, and buckets_of names
-    // the bucket the scoped mark took each key in.
-    let mut taken = BTreeSet::new();
-    let mut bucket_of_key: BTreeMap<Option<Vec<u8>>, u16> = BTreeMap::new();
-    for b in 0..COUNT {
-        let scope = BucketScope::new(COUNT, [b]);
-        let leader = Uuid::new_v4();
-        let marked = store.mark_scoped(leader, 1000, &scope).await.unwrap();
-        let keys: Vec<Option<Vec<u8>>> = marked.iter().map(|d| key_of(d, &written)).collect();
-        let computed = store.buckets_of(&keys, COUNT).await.unwrap();
-        assert!(computed.iter().all(|c| *c == b), "bucket {b}: {computed:?}");
-        for (d, key) in marked.iter().zip(keys) {
-            assert!(taken.insert(id_of(d)), "row taken twice");
-            assert_eq!(
-                *bucket_of_key.entry(key).or_insert(b),
-                b,
-                "a key in two buckets"
-            );
-        }
-        store.reset(&ids(&marked), &[leader]).await.unwrap();
-    }
-    assert_eq!(taken.len(), rows.len(), "every row in one bucket");
-    assert!(
-        bucket_of_key.values().collect::<BTreeSet<_>>().len() >= 6,
-        "keys spread"
-    );
-    // The documented hash, computed here.
-    for (key, b) in &bucket_of_key {
+    keys.push(None);
+    let buckets = store.buckets_of(&keys, COUNT).await.unwrap();
+    for (key, b) in keys.iter().zip(&buckets) {
         assert_eq!(*b, sha_bucket(key.as_deref(), COUNT), "{key:?}");
     }
-    assert_eq!(
-        store.buckets_of(&[], COUNT).await.unwrap(),
-        Vec::<u16>::new()
-    );
-    // More keys than one statement takes, and large keys (over 8000 bytes), in order.
-    let mut many: Vec<Option<Vec<u8>>> = (0..1500)
-        .map(|i| Some(format!("key-{}", i % 40).into_bytes()))
-        .collect();
-    many.push(Some(vec![7u8; 10_000]));
-    many.push(None);
-    let spread = store.buckets_of(&many, COUNT).await.unwrap();
-    assert_eq!(spread.len(), many.len());
-    for (key, b) in many.iter().zip(spread) {
-        assert_eq!(
-            sha_bucket(key.as_deref(), COUNT),
-            b,
-            "in order, across lists"
-        );
-    }
-
-    // Two scopes splitting the buckets, interleaved as two harvesters would: every row once,
-    // no key in both.
-    let (left, right) = (
-        BucketScope::new(COUNT, 0..COUNT / 2),
-        BucketScope::new(COUNT, COUNT / 2..COUNT),
-    );
-    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
-    let (mut l_keys, mut r_keys, mut seen) = (BTreeSet::new(), BTreeSet::new(), 0);
-    loop {
-        let l = drain(&store, a, &left, 7).await;
-        let r = drain(&store, b, &right, 7).await;
-        if l.is_empty() && r.is_empty() {
-            break;
-        }
-        seen += l.len() + r.len();
-        l_keys.extend(l.iter().map(|id| written[id].clone()));
-        r_keys.extend(r.iter().map(|id| written[id].clone()));
-    }
-    assert_eq!(seen, rows.len());
-    assert!(l_keys.is_disjoint(&r_keys), "a key in both scopes");
-    assert!(!l_keys.is_empty() && !r_keys.is_empty());
+    let keyless = StashRecord {
+        key: None,
+        ..StashRecord::new("t", "", "keyless")
+    };
+    let keyless = stash(&store, &[keyless]).await[0];
+    let scope = BucketScope::new(COUNT, [buckets[40]]);
+    let marked = store.mark_scoped(Uuid::new_v4(), 10, &scope).await.unwrap();
+    assert_eq!(ids(&marked), vec![keyless]);
     db.cleanup().await;
 }
 

@@ -13,6 +13,7 @@ mod marks;
 mod poison;
 mod probes;
 mod rig;
+mod scopes;
 
 use harvester::outbox::{Decoded, StashRecord};
 
@@ -21,6 +22,7 @@ use marks::*;
 use poison::*;
 use probes::*;
 use rig::{Impl, Rig};
+use scopes::*;
 
 /// `n` records over `keys` keys (`key-<i mod keys>`), values their index.
 fn records(n: usize, keys: usize) -> Vec<StashRecord> {
@@ -111,6 +113,8 @@ on_every_store!(
         quarantine_moves_the_row_with_its_reason,
         long_id_lists_keep_every_promise,
         backlog_ping_describe_and_pool,
+        the_layout_guards_scoped_marks_and_the_first_count_stands,
+        scoped_marks_split_the_rows_by_key_and_buckets_of_agrees,
     ],
     transactional: [a_late_commit_is_marked_once_committed_and_never_waited_for],
 );
