@@ -9,6 +9,7 @@
 //! beside this one; snapshot mode keeps the promises its own way (`store::snapshot`).
 
 mod hands_back;
+mod lifecycle;
 mod marks;
 mod poison;
 mod probes;
@@ -18,6 +19,7 @@ mod scopes;
 use harvester::outbox::{Decoded, StashRecord};
 
 use hands_back::*;
+use lifecycle::*;
 use marks::*;
 use poison::*;
 use probes::*;
@@ -115,6 +117,8 @@ on_every_store!(
         backlog_ping_describe_and_pool,
         the_layout_guards_scoped_marks_and_the_first_count_stands,
         scoped_marks_split_the_rows_by_key_and_buckets_of_agrees,
+        migrations_are_safe_at_once_idempotent_and_keep_rows,
+        wakeups_follow_commits_or_the_idle_bound,
     ],
     transactional: [a_late_commit_is_marked_once_committed_and_never_waited_for],
 );

@@ -48,6 +48,12 @@ impl Rig {
     /// A fresh, migrated store of `imp` in a database (schema) of its own; `None` (after saying
     /// why) where its server is not configured.
     pub async fn new(imp: Impl, prefix: &str) -> Option<Rig> {
+        Rig::new_with(imp, prefix, true).await
+    }
+
+    /// [`Rig::new`], the harvester's migrations run or not (a goharvest table, the application's,
+    /// exists either way).
+    pub async fn new_with(imp: Impl, prefix: &str, migrate: bool) -> Option<Rig> {
         let backend = match imp {
             Impl::Postgres | Impl::Goharvest => Backend::Postgres,
             Impl::MariaDb => Backend::MariaDb,
@@ -64,7 +70,7 @@ impl Rig {
             ..OutboxConfig::default()
         };
         let (store, writer): (Arc<dyn OutboxStore>, Writer) = if imp == Impl::Goharvest {
-            let pg = goharvest(db.pg(), &mut outbox).await;
+            let pg = goharvest(db.pg(), &mut outbox, migrate).await;
             let writer = Writer::Postgres(pg.pool().clone(), pg.stasher());
             (Arc::new(pg), writer)
         } else {
@@ -73,7 +79,9 @@ impl Rig {
                 ..DatabaseConfig::default()
             };
             let store = harvester::store::connect(&database, &outbox).await.unwrap();
-            store.migrate().await.unwrap();
+            if migrate {
+                store.migrate().await.unwrap();
+            }
             (store, db.writer(&outbox.table))
         };
         Some(Rig {
@@ -97,6 +105,13 @@ impl Rig {
     /// Whether rows carry a partition and a timestamp (a goharvest table has neither).
     pub fn carries_partition_and_timestamp(&self) -> bool {
         self.imp != Impl::Goharvest
+    }
+
+    /// Whether the store announces commits to a waiting marker: Postgres's native table (an
+    /// insert trigger's NOTIFY) and the memory store; a goharvest table has no trigger, MariaDB
+    /// and SQL Server have no notifications: they poll.
+    pub fn announces(&self) -> bool {
+        matches!(self.imp, Impl::Postgres | Impl::Memory)
     }
 
     /// Whether header values may be any bytes (a goharvest table stores text).
@@ -194,9 +209,9 @@ impl Rig {
     }
 }
 
-/// goharvest's own DDL in the test's schema, and a store on it (migrated: it adds only what
-/// the harvester needs beside goharvest's columns).
-async fn goharvest(db: &TestDb, outbox: &mut OutboxConfig) -> PgStore {
+/// goharvest's own DDL in the test's schema, and a store on it (`migrate`: the harvester's
+/// migrations add only what it needs beside goharvest's columns).
+async fn goharvest(db: &TestDb, outbox: &mut OutboxConfig, migrate: bool) -> PgStore {
     let table: &TableName = &outbox.table;
     sqlx::query(&postgres::goharvest_table(table))
         .execute(&db.pool)
@@ -204,7 +219,9 @@ async fn goharvest(db: &TestDb, outbox: &mut OutboxConfig) -> PgStore {
         .unwrap();
     outbox.shape = Shape::Goharvest;
     let store = PgStore::on(db.pool.clone(), outbox);
-    store.migrate().await.unwrap();
+    if migrate {
+        store.migrate().await.unwrap();
+    }
     store
 }
 
