@@ -1,4 +1,6 @@
-//! The integration tests that may run beside each other: the store suites, the in-process
+//! The integration tests that may run beside each other: the store suites and the store
+//! contract, harvesting end to end on the shared services (rows, buckets, a producer failing),
+//! security (the broker's secured listeners, secrets, TLS to the database), the in-process
 //! pipeline, the project's own checks (module graph, README paths, dashboards). Tests that stop
 //! processes, start private servers or need a quiet machine are in binaries of their own.
 //!
@@ -15,7 +17,16 @@ mod meta {
 }
 
 mod pipeline {
+    mod buckets_harvest;
     mod memory;
+    mod producer_fatal;
+    mod rows;
+}
+
+mod security {
+    mod database_tls;
+    mod secrets;
+    mod secured;
 }
 
 mod store {

@@ -11,13 +11,11 @@
 //! (no restart within 60 s in 1 of 4 runs under load, 0 of 11 once the marker is joined with
 //! the other stages).
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::backend::Backend;
-use common::World;
+use crate::common::backend::Backend;
+use crate::common::World;
 use harvester::election::mock::MockElector;
 use harvester::store::postgres::PgStore;
 use harvester::Harvester;

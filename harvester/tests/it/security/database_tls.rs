@@ -7,11 +7,9 @@
 //! within the connect bound naming the setting, the password nowhere in the text, nothing
 //! deleted.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Backend, World};
+use crate::common::{Backend, World};
 use harvester::secret::Secret;
 use testkit::secured::{SecuredDatabases, DB_CERT_USER, DB_PASSWORD_USER};
 use testkit::tls::files;

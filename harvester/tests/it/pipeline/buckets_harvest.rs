@@ -5,14 +5,12 @@
 //! scenario runs in both outbox modes: `mark_purge::*` and `snapshot::*` (a member's reads
 //! scoped to its buckets, a full read of them at each acquisition).
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::backend::Backend;
-use common::{World, DRAIN_STALL};
+use crate::common::backend::Backend;
+use crate::common::{World, DRAIN_STALL};
 use harvester::assign::mock::MockAssignor;
 use harvester::assign::Assignor;
 use harvester::store::postgres::PgStore;
@@ -73,7 +71,7 @@ async fn buckets_move_mid_stream_without_loss_or_reorder(backend: Backend) {
     a.acquire(0..4);
     b.acquire(4..8);
     // A steady stream over 40 keys through every move, until told to stop.
-    let writers = common::sharing::Steady::start(&world, "k", 40);
+    let writers = crate::common::sharing::Steady::start(&world, "k", 40);
     wait_for("both publish", world.publishing(), || async {
         ha.harvester.stats().published > 0 && hb.harvester.stats().published > 0
     })

@@ -6,12 +6,10 @@
 //! reordered. The topic is created and verified through the plaintext listener of the same
 //! broker.
 
-mod common;
-
 use std::time::Duration;
 
-use common::reaper::{Reaper, TempFile};
-use common::World;
+use crate::common::reaper::{Reaper, TempFile};
+use crate::common::World;
 use harvester::config::KafkaConfig;
 use testkit::secured::{SecuredKafka, ADMIN};
 use testkit::tls::files;
@@ -112,7 +110,7 @@ async fn the_reapers_readiness_probe_reads_the_password_file() {
     .await
     .unwrap();
     reaper.proc.signal(testkit::process::Signal::Term).unwrap();
-    let stop = testkit::within(common::reaper::stop_bound(&config));
+    let stop = testkit::within(crate::common::reaper::stop_bound(&config));
     assert!(reaper.proc.wait_exit(stop).is_some());
 }
 

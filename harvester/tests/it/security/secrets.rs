@@ -5,15 +5,13 @@
 //! `check-config`'s output, `/metrics`, `/leader`, `/healthz`, `/readyz`, the errors a refused
 //! login produces, and the config's `Debug` (what a panic message or a log of it would print).
 
-mod common;
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::reaper::{reaper_bin, run_to_end, TempFile};
-use common::World;
+use crate::common::reaper::{reaper_bin, run_to_end, TempFile};
+use crate::common::World;
 use harvester::config::KafkaConfig;
 use harvester::secret::Secret;
 use testkit::secured::{SecuredDatabases, SecuredKafka, ADMIN, DB_PASSWORD_USER};

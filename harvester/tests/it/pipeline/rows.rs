@@ -2,14 +2,13 @@
 //! quarantine with its reason while other keys flow (those two end to end on every backend:
 //! `postgres::...`, `mariadb::...`, `mssql::...`), and a goharvest table is harvested unchanged (Postgres).
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::bad_rows::Bad;
-use common::held::{Call, Held};
-use common::{Backend, World};
+use crate::common::bad_rows::Bad;
+use crate::common::held::{Call, Held};
+use crate::common::{Backend, World};
+use crate::on_every_backend;
 use harvester::election::mock::MockElector;
 use harvester::election::Elector;
 use harvester::outbox::{Shape, StashRecord};
