@@ -75,6 +75,20 @@ pub struct World {
     pub verifier: Arc<Mutex<Verifier>>,
 }
 
+/// Records of a key in flight in the pipelined suites (the harvester sets the gapless guarantee
+/// and no message timeout on its producers for it).
+pub const PIPELINED_WINDOW: usize = 16;
+
+/// The world's config with [`PIPELINED_WINDOW`] records of a key in flight. Every other limit is
+/// the shipped default ("auto"); the fault tests elect their harvesters off the faulted broker
+/// (`faults::elected_off_the_broker`), so injected errors reach the records whatever the limits.
+pub fn pipelined(world: &World) -> Config {
+    let mut config = world.config();
+    config.limits.max_in_flight_per_key = PIPELINED_WINDOW;
+    config.validate().unwrap();
+    config
+}
+
 impl World {
     /// A world on Postgres and the shared broker.
     pub async fn new(prefix: &str, partitions: i32) -> World {

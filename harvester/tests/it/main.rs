@@ -18,9 +18,12 @@ mod meta {
 
 mod pipeline {
     mod buckets_harvest;
+    mod harvest;
     mod memory;
+    mod pipelined;
     mod producer_fatal;
     mod rows;
+    mod transactional;
 }
 
 mod security {

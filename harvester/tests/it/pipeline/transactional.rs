@@ -11,12 +11,11 @@
 //! transactions counted, and aborted transactions' rows re-sent (a row left behind by an abort
 //! would never be purged, and `drained` would fail).
 
-mod common;
-
 use std::time::Duration;
 
-use common::faults::{self, harvest_under_faults, FaultRun};
-use common::{Backend, World};
+use crate::common::faults::{self, harvest_under_faults, FaultRun};
+use crate::common::{Backend, World};
+use crate::on_every_backend;
 use harvester::config::PublishConfig;
 use harvester::Config;
 
@@ -223,7 +222,7 @@ async fn the_real_broker_hides_aborted_transactions_and_the_mock_does_not() {
 /// stay in order, and the read_committed verifier never sees the aborted records.
 #[tokio::test]
 async fn real_broker_fencing_a_shards_transactional_id_restarts_without_loss() {
-    use common::real::write_rounds;
+    use crate::common::real::write_rounds;
     use rdkafka::producer::{BaseProducer, Producer};
 
     let world = World::on(Backend::Postgres, "hvtxnfence", 4).await;

@@ -1,18 +1,17 @@
 //! The harvester end to end on every database backend (`common::backend`) and Apache Kafka
-//! (request errors injected into the mock; a broker killed in a 3-broker cluster), checked by the verifying consumer: zero lost, zero reordered (and zero rewound) per
+//! (request errors injected into the mock; a broker killed in a 3-broker cluster: `tests/real_broker.rs`), checked by the verifying consumer: zero lost, zero reordered (and zero rewound) per
 //! key; duplicates printed. Each scenario runs once per backend (`postgres::one_writer`,
 //! `mariadb::one_writer`, ...): the pipeline is the same, the stores differ (Postgres marks with
 //! `UPDATE ... RETURNING` and wakes on NOTIFY; MariaDB marks in short READ COMMITTED
 //! transactions and polls; SQL Server, where `MSSQL_URL` is set, picks from committed row
 //! versions, escrows with `UPDATE ... OUTPUT` and polls).
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::faults::{self, harvest_under_faults, FaultRun};
-use common::{Backend, World};
+use crate::common::faults::{self, harvest_under_faults, FaultRun};
+use crate::common::{Backend, World};
+use crate::on_every_backend;
 use harvester::election::mock::MockElector;
 use harvester::Harvester;
 
@@ -140,37 +139,4 @@ async fn produce_failures_are_retried_without_loss_or_reorder(backend: Backend) 
         "faults must reach the pipeline"
     );
     assert_eq!(stats.quarantined, 0, "transient faults must not quarantine");
-}
-
-/// The real counterpart of the produce failures above: in a 3-broker cluster (replication 3,
-/// `min.insync.replicas` 2) the broker leading the topic's first partition is killed (SIGKILL)
-/// while rows are written, and the harvester, elected by NELI on the same cluster (whose group
-/// coordinator may be the one killed), goes on through the two left; the broker then comes back.
-/// Nothing is lost or reordered.
-#[tokio::test]
-async fn real_cluster_losing_a_partition_leader_loses_nothing() {
-    use common::real::{node, world_on_private_cluster, write_rounds};
-    use testkit::broker::NodeAction;
-
-    let (cluster, world) = world_on_private_cluster(3, "hvkill", 4).await;
-    let handle = world.start(world.config()).await;
-    let keys = 20;
-    write_rounds(&world, "k", keys, 0..50).await;
-    world.drained().await;
-    let victim = cluster.leader_of(&world.topic, 0).unwrap();
-    node(&cluster, victim, NodeAction::Kill).await;
-    write_rounds(&world, "k", keys, 50..100).await;
-    world.drained().await;
-    node(&cluster, victim, NodeAction::Start).await;
-    write_rounds(&world, "k", keys, 100..150).await;
-    let report = world.verify(Duration::from_secs(120)).await;
-    world.drained().await;
-    let stats = handle.harvester.stats();
-    handle.stop().await.unwrap();
-    println!(
-        "3 brokers, node {victim} (leader of partition 0) killed and restarted: delivery failures {}, rows reset {}: {report}",
-        stats.delivery_failures, stats.reset
-    );
-    report.assert_correct();
-    assert_eq!(report.delivered, keys as u64 * 150);
 }

@@ -6,14 +6,12 @@
 //! printed here, allowed); a row the broker refuses for itself is quarantined, not retried by
 //! restarting the pipeline for ever.
 
-mod common;
-
 use std::time::Duration;
 
-use common::faults::{self, harvest_under_faults, FaultRun};
-use common::{Backend, World};
+use crate::common::faults::{self, harvest_under_faults, FaultRun};
+use crate::common::{pipelined, Backend, World, PIPELINED_WINDOW};
+use crate::on_every_backend;
 use harvester::stats::StatsSnapshot;
-use harvester::Config;
 
 on_every_backend!(
     a_hot_key_pipelined_stays_in_order,
@@ -21,19 +19,7 @@ on_every_backend!(
     a_row_the_broker_refuses_is_quarantined_once,
 );
 
-/// Records of a key in flight (the harvester sets the gapless guarantee and no message timeout
-/// on its producers for it).
-const WINDOW: usize = 16;
-
-fn pipelined(world: &World) -> Config {
-    let mut config = world.config();
-    // Every other limit is the shipped default ("auto"); the fault tests elect their
-    // harvesters off the faulted broker (`faults::elected_off_the_broker`), so injected errors
-    // reach the records whatever the limits.
-    config.limits.max_in_flight_per_key = WINDOW;
-    config.validate().unwrap();
-    config
-}
+const WINDOW: usize = PIPELINED_WINDOW;
 
 async fn a_hot_key_pipelined_stays_in_order(backend: Backend) {
     let world = World::on(backend, "hvpipe", 4).await;
@@ -151,63 +137,6 @@ async fn a_row_the_broker_refuses_is_quarantined_once(backend: Backend) {
         "{quarantined:?}"
     );
     only_k0_50_missing(&report, &stats, 100 + 49 + 100);
-}
-
-/// The mock writes a request that was on the wire behind a refused one (it checks sequence
-/// numbers for transactional producers only: librdkafka's rdkafka_mock.c, `rd_kafka_mock_pid_check`
-/// returns at once for an idempotent producer), so a refusal there can leave a gap that the
-/// harvester's re-send then fills out of order: the mock's reorder, not the harvester's. Here,
-/// on Apache Kafka of the test's own, the broker is paused (SIGSTOP) twice for three times the
-/// leader-derived delivery timeout while each key gets a record every tenth of the pause. With a
-/// message timeout, the records queued early in a pause would expire while the later ones
-/// survive, and librdkafka (whose gapless guarantee does not cover timeouts) would write those
-/// without them: the re-sent early ones would land after them. With a window the producers
-/// have no message timeout: nothing fails, every record waits for the broker, and first
-/// deliveries stay in order.
-#[tokio::test]
-async fn real_broker_paused_past_the_delivery_timeout_keeps_first_deliveries_in_order() {
-    use common::real::{node, world_on_private_cluster, write_rounds};
-    use testkit::broker::NodeAction;
-
-    let (cluster, world) = world_on_private_cluster(1, "hvpipepause", 4).await;
-    let config = pipelined(&world);
-    // How long the broker stays paused: three delivery timeouts of one record per key.
-    let pause = config.leader.delivery_timeout() * 3;
-    // The mock elector: the pipeline is under test here, not NELI's fencing (neli_faults.rs).
-    let handle = world.start_leading(config).await;
-    let (keys, rounds) = (5, 300);
-    write_rounds(&world, "k", keys, 0..100).await;
-    world.drained().await;
-    for (n, start) in [100u64, 200].into_iter().enumerate() {
-        node(&cluster, 1, NodeAction::Pause).await;
-        for seq in start..start + 10 {
-            write_rounds(&world, "k", keys, seq..seq + 1).await;
-            tokio::time::sleep(pause / 10).await;
-        }
-        node(&cluster, 1, NodeAction::Resume).await;
-        write_rounds(&world, "k", keys, start + 10..start + 100).await;
-        println!("pause {} of 2 over ({pause:?})", n + 1);
-    }
-    let report = world.verify(Duration::from_secs(150)).await;
-    world.drained().await;
-    let stats = handle.harvester.stats();
-    handle.stop().await.unwrap();
-    println!(
-        "real broker paused twice for {pause:?}, {WINDOW} in flight per key: delivery failures {}, pipeline restarts {}, rows reset {}: {report}",
-        stats.delivery_failures, stats.pipeline_restarts, stats.reset
-    );
-    assert_eq!(report.lost, 0, "{report}");
-    assert_eq!(
-        report.reordered, 0,
-        "first deliveries must stay in order: {report}"
-    );
-    assert_eq!(report.unexpected, 0, "{report}");
-    assert_eq!(report.delivered, keys as u64 * rounds);
-    assert_eq!(
-        (stats.delivery_failures, stats.pipeline_restarts, report.rewinds),
-        (0, 0, 0),
-        "with no message timeout nothing may fail, restart or replay while the broker is paused: {stats:?}\n{report}"
-    );
 }
 
 /// Apache Kafka refuses a batch larger than the topic's `max.message.bytes` (RECORD_TOO_LARGE)
