@@ -11,7 +11,8 @@ started=$SECONDS
 args=()
 for a in "$@"; do [ "$a" = --no-fail-fast ] || args+=("$a"); done
 set -- "${args[@]+"${args[@]}"}"
-# Kafka-heavy integration tests share 2 cores; two at a time keeps timing-sensitive ones honest.
+# Kafka-heavy integration tests share 2 cores; two at a time keeps timing-sensitive ones honest
+# (the harvester `it`, whose tests may run beside each other, takes 4: see below).
 # (RUST_TEST_THREADS rather than --test-threads: criterion's bench harness, run once in test
 # mode by --all-targets, does not take libtest's flags.)
 export RUST_TEST_THREADS="${HARVEST_TEST_THREADS:-2}"
@@ -34,7 +35,17 @@ set +e
 {
   cargo test --workspace --doc --no-fail-fast "$@"; rc=$?
   scripts/with-services.sh bash -c '
-    cargo test --workspace --all-targets --no-fail-fast "$@"; rc=$?
+    # Every test binary but the harvester `it` at RUST_TEST_THREADS (each its own isolation:
+    # binaries run one after another), then `it`, whose tests may run beside each other, at
+    # HARVEST_IT_THREADS. Both select from the whole workspace, so one feature set is built.
+    shopt -s nullglob
+    others=()
+    for f in */tests/*.rs */tests/*/main.rs; do
+      name=$(basename "$f" .rs); [ "$name" = main ] && name=$(basename "$(dirname "$f")")
+      [ "$name" = it ] || others+=(--test "$name")
+    done
+    cargo test --workspace --lib --bins --examples --benches "${others[@]}" --no-fail-fast "$@"; rc=$?
+    RUST_TEST_THREADS="${HARVEST_IT_THREADS:-4}" cargo test --workspace --test it --no-fail-fast "$@" || rc=1
     echo "== test.sh: the embedding example, once (harvester/examples/embedded_service.rs)"
     EXAMPLE_ORDERS=50 cargo run -q -p harvester --example embedded_service \
       || { echo "test.sh: FAILED: the embedding example"; rc=1; }
