@@ -12,6 +12,10 @@
 //! tests. How an application holds an elector (its events, its close, its campaign thread) is
 //! written once, in `shell`; what an elector shares with the bucket assignors on the same
 //! service lives below both, in `crate::coordination`.
+//!
+//! The port's promises are tested once, on every elector but the mock (whose leadership moves
+//! only when its test says so), by the contract suite in `harvester/tests/election/contract/`:
+//! a new elector is one line in its `on_every_elector!` and a variant of its `rig::Kind`.
 
 mod background;
 #[cfg(feature = "etcd")]

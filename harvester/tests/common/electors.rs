@@ -28,7 +28,7 @@ pub async fn acquired(events: &mut EventStream, timeout: Duration) -> Term {
 }
 
 /// Indices of the electors that say they lead.
-pub fn leaders<E: Elector>(electors: &[Arc<E>]) -> Vec<usize> {
+pub fn leaders<E: Elector + ?Sized>(electors: &[Arc<E>]) -> Vec<usize> {
     (0..electors.len())
         .filter(|&i| electors[i].is_leader())
         .collect()
@@ -45,7 +45,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    pub fn start<E: Elector>(electors: &[Arc<E>], every: Duration) -> Sampler {
+    pub fn start<E: Elector + ?Sized>(electors: &[Arc<E>], every: Duration) -> Sampler {
         let electors = electors.to_vec();
         let stop = Arc::new(AtomicBool::new(false));
         let most = Arc::new(AtomicUsize::new(0));
@@ -99,7 +99,7 @@ impl Sampler {
 }
 
 /// Waits for a leader, failing on two at once or none within `timeout`.
-pub async fn wait_leader<E: Elector>(electors: &[Arc<E>], timeout: Duration) -> usize {
+pub async fn wait_leader<E: Elector + ?Sized>(electors: &[Arc<E>], timeout: Duration) -> usize {
     let found = Mutex::new(None);
     testkit::wait_for("a leader", timeout, || async {
         let l = leaders(electors);
@@ -114,7 +114,7 @@ pub async fn wait_leader<E: Elector>(electors: &[Arc<E>], timeout: Duration) -> 
 }
 
 /// Asserts that exactly `leader` leads at every poll over `window`; the polls taken.
-pub async fn assert_sole_leader<E: Elector>(
+pub async fn assert_sole_leader<E: Elector + ?Sized>(
     electors: &[Arc<E>],
     leader: usize,
     window: Duration,
@@ -137,7 +137,7 @@ pub async fn wait_count(what: &str, n: usize, count: impl Fn() -> usize) {
 }
 
 /// Asserts that `elector` leads in `term` at every poll over `window`.
-pub async fn assert_leads_for<E: Elector>(elector: &E, term: Term, window: Duration) {
+pub async fn assert_leads_for<E: Elector + ?Sized>(elector: &E, term: Term, window: Duration) {
     testkit::assert_holds_for(
         &format!("leading in term {term}"),
         window,

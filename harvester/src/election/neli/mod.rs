@@ -74,7 +74,8 @@ impl Inner {
 pub(crate) struct Shared {
     pub config: Resolved,
     pub inner: Mutex<Inner>,
-    pub events: tokio::sync::mpsc::UnboundedSender<ElectionEvent>,
+    /// Where events go; taken when the elector has closed, which ends the stream.
+    pub events: Mutex<Option<tokio::sync::mpsc::UnboundedSender<ElectionEvent>>>,
 }
 
 impl Shared {
@@ -87,7 +88,9 @@ impl Shared {
 
     pub fn emit(&self, event: ElectionEvent) {
         tracing::info!(member = %self.config.name, event = event.name(), "election event");
-        let _ = self.events.send(event);
+        if let Some(events) = &*self.events.lock() {
+            let _ = events.send(event);
+        }
     }
 }
 
@@ -126,7 +129,7 @@ impl Neli {
                 peer_led: None,
             }),
             config: resolved,
-            events: tx,
+            events: Mutex::new(Some(tx)),
         });
         let (closed_tx, closed) = watch::channel(None);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

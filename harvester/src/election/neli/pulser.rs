@@ -53,6 +53,8 @@ pub(crate) fn spawn(
                 inner.leading = None;
                 inner.assigned = false;
             }
+            // No more events: the stream ends once closed.
+            shared.events.lock().take();
             closed.send_replace(Some(outcome.map_err(Arc::new)));
         })
         .map_err(|source| Error::Io {

@@ -33,7 +33,8 @@ struct Inner {
 pub(crate) struct Shared {
     pub settings: Resolved,
     inner: Mutex<Inner>,
-    events: UnboundedSender<ElectionEvent>,
+    /// Where events go; taken by [`Shared::finish`], which ends the stream.
+    events: Mutex<Option<UnboundedSender<ElectionEvent>>>,
 }
 
 impl Shared {
@@ -48,13 +49,15 @@ impl Shared {
                 lease,
                 znode: None,
             }),
-            events,
+            events: Mutex::new(Some(events)),
         }
     }
 
     fn emit(&self, event: ElectionEvent) {
         tracing::info!(member = %self.settings.name, event = event.name(), "election event");
-        let _ = self.events.send(event);
+        if let Some(events) = &*self.events.lock() {
+            let _ = events.send(event);
+        }
     }
 
     pub fn is_leader(&self) -> bool {
@@ -184,11 +187,14 @@ impl Shared {
         self.emit(ElectionEvent::Revoked { term, ack });
     }
 
-    /// The elector is gone.
+    /// The elector is gone: no more events (the stream ends).
     pub fn finish(&self) {
-        let mut inner = self.inner.lock();
-        inner.lifecycle = ElectorState::Closed;
-        inner.leading = None;
-        inner.znode = None;
+        {
+            let mut inner = self.inner.lock();
+            inner.lifecycle = ElectorState::Closed;
+            inner.leading = None;
+            inner.znode = None;
+        }
+        self.events.lock().take();
     }
 }

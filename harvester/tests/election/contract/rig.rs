@@ -1,0 +1,106 @@
+//! One elector kind set up for a contract clause: a namespace of its own on the shared server,
+//! short timings, and contenders built the way the harvester builds them
+//! (`LeaderConfig::build`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use harvester::config::{KafkaConfig, LeaderConfig};
+use harvester::election::etcd::EtcdConfig;
+use harvester::election::nats_kv::NatsKvConfig;
+use harvester::election::neli::NeliConfig;
+use harvester::election::zookeeper::ZooKeeperConfig;
+use harvester::election::Elector;
+use testkit::{coord, names, Broker};
+
+/// The electors of the port. Adding one: a variant here, its config in [`Rig::config`], and a
+/// line in `on_every_elector!` (`contract/mod.rs`). The mock elector changes leadership only
+/// when its test says so (`election::mock`): it has no contention to check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Neli,
+    ZooKeeper,
+    NatsKv,
+    Etcd,
+}
+
+pub struct Rig {
+    pub kind: Kind,
+    namespace: String,
+    kafka: KafkaConfig,
+}
+
+impl Rig {
+    pub fn new(kind: Kind, test: &str) -> Rig {
+        let namespace = names::unique(&format!("ec-{test}")).replace('.', "_");
+        let kafka = KafkaConfig::with_bootstrap(Broker::discover().unwrap().bootstrap());
+        Rig {
+            kind,
+            namespace,
+            kafka,
+        }
+    }
+
+    /// The settings of contender `name`: every contender of the rig in one election.
+    pub fn config(&self, name: &str) -> LeaderConfig {
+        let name = Some(name.to_owned());
+        let ns = &self.namespace;
+        match self.kind {
+            Kind::Neli => NeliConfig {
+                group_id: Some(ns.clone()),
+                name,
+                heartbeat_timeout: Duration::from_secs(1),
+                min_poll_interval: Duration::from_millis(50),
+                ..Default::default()
+            }
+            .into(),
+            Kind::ZooKeeper => LeaderConfig::ZooKeeper(ZooKeeperConfig {
+                servers: vec![coord::zookeeper_addr()],
+                path: Some(format!("/harvester-tests/{ns}")),
+                session_timeout: Duration::from_secs(3),
+                name,
+                connect_timeout: Duration::from_secs(5),
+                ..Default::default()
+            }),
+            Kind::NatsKv => LeaderConfig::NatsKv(NatsKvConfig {
+                url: coord::nats_url(),
+                bucket: ns.clone(),
+                key: Some("leader".into()),
+                ttl: Duration::from_secs(2),
+                campaign_interval: Duration::from_millis(200),
+                name,
+                connect_timeout: Duration::from_secs(3),
+                ..Default::default()
+            }),
+            Kind::Etcd => LeaderConfig::Etcd(EtcdConfig {
+                endpoints: vec![coord::etcd_endpoint()],
+                prefix: Some(format!("/harvester-tests/{ns}")),
+                ttl: Duration::from_secs(2),
+                name,
+                connect_timeout: Duration::from_secs(3),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// A contender, contending from now on.
+    pub async fn contender(&self, name: &str) -> Arc<dyn Elector> {
+        self.config(name).build(&self.kafka).await.unwrap()
+    }
+
+    /// How long a contender may take to lead once the election is free: the succession (a
+    /// lapsed leader's successor waits that long; a first one, at most that) plus the margin.
+    pub fn acquire_bound(&self) -> Duration {
+        testkit::within(self.config("any").succession())
+    }
+
+    /// How long a revocation waits for its acknowledgement.
+    pub fn revoke_timeout(&self) -> Duration {
+        self.config("any").revoke_timeout()
+    }
+
+    /// How long a closing contender may take to report closed, plus the margin.
+    pub fn close_bound(&self) -> Duration {
+        testkit::within(self.config("any").close_timeout())
+    }
+}
