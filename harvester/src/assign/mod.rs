@@ -21,6 +21,10 @@
 //! Implementations, one folder each: [`exclusive`] (any single-leader elector: the leader owns
 //! every bucket, the special case), and the multi-member assignors built on the coordination of
 //! Kafka's group protocol (non-exclusive NELI) and etcd (Rink's sticky ranked ring).
+//!
+//! These promises are tested once, on every assignor but the mock, by the contract suite in
+//! `harvester/tests/assign/contract/`: a new assignor is one line in its `on_every_assignor!`
+//! and a variant of its `rig::Kind`.
 
 pub mod exclusive;
 pub mod mock;

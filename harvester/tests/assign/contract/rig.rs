@@ -1,0 +1,106 @@
+//! One assignor kind set up for a contract clause: a group or prefix of its own on the shared
+//! server, short timings, and members built the way the harvester builds them
+//! (`LeaderConfig::build_coordinator`; a single-leader elector becomes `Exclusive`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use harvester::assign::exclusive::Exclusive;
+use harvester::assign::neli::NeliAssignorConfig;
+use harvester::assign::rink::RinkConfig;
+use harvester::assign::Assignor;
+use harvester::config::{Coordinator, KafkaConfig, LeaderConfig};
+use harvester::election::neli::NeliConfig;
+use testkit::{coord, names, Broker};
+
+/// Buckets of every rig's table.
+pub const B: u16 = 8;
+
+/// The assignors of the port. Adding one: a variant here, its config in [`Rig::config`], and
+/// a line in `on_every_assignor!` (`contract/mod.rs`). The mock assignor (`assign::mock`) moves
+/// buckets only when its test says so: it has no group to check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Non-exclusive NELI: buckets follow the leader topic's partitions.
+    NeliBuckets,
+    /// Rink's sticky ranked ring on etcd.
+    Rink,
+    /// A NELI elector's leader owns every bucket.
+    Exclusive,
+}
+
+pub struct Rig {
+    pub kind: Kind,
+    namespace: String,
+    kafka: KafkaConfig,
+}
+
+impl Rig {
+    pub fn new(kind: Kind, test: &str) -> Rig {
+        let namespace = names::unique(&format!("ac-{test}")).replace('.', "_");
+        let kafka = KafkaConfig::with_bootstrap(Broker::discover().unwrap().bootstrap());
+        Rig {
+            kind,
+            namespace,
+            kafka,
+        }
+    }
+
+    /// The settings of member `name`: every member of the rig in one group.
+    pub fn config(&self, name: &str) -> LeaderConfig {
+        let name = Some(name.to_owned());
+        let ns = &self.namespace;
+        match self.kind {
+            Kind::NeliBuckets => LeaderConfig::NeliBuckets(NeliAssignorConfig {
+                group_id: Some(ns.clone()),
+                name,
+                heartbeat_timeout: Duration::from_secs(1),
+                min_poll_interval: Duration::from_millis(50),
+                buckets: B,
+                ..Default::default()
+            }),
+            Kind::Rink => LeaderConfig::Rink(RinkConfig {
+                endpoints: vec![coord::etcd_endpoint()],
+                prefix: Some(format!("/harvester-tests/{ns}")),
+                name,
+                ttl: Duration::from_secs(2),
+                rebalance_delay: Duration::ZERO,
+                buckets: B,
+                connect_timeout: Duration::from_secs(3),
+                ..Default::default()
+            }),
+            Kind::Exclusive => NeliConfig {
+                group_id: Some(ns.clone()),
+                name,
+                heartbeat_timeout: Duration::from_secs(1),
+                min_poll_interval: Duration::from_millis(50),
+                ..Default::default()
+            }
+            .into(),
+        }
+    }
+
+    /// A member, taking part from now on.
+    pub async fn member(&self, name: &str) -> Arc<dyn Assignor> {
+        match self
+            .config(name)
+            .build_coordinator(&self.kafka)
+            .await
+            .unwrap()
+        {
+            Coordinator::Assignor(a) => a,
+            Coordinator::Elector(e) => Arc::new(Exclusive::new(e, B)),
+        }
+    }
+
+    /// How long the group may take to settle after a member joins or leaves: the succession
+    /// (a silent member's buckets wait that long; a first owner, at most that) plus the margin.
+    pub fn settle_bound(&self) -> Duration {
+        testkit::within(self.config("any").succession())
+    }
+
+    /// How long a closing member may take to report closed, plus the margin.
+    pub fn close_bound(&self) -> Duration {
+        testkit::within(self.config("any").close_timeout())
+    }
+}
