@@ -157,22 +157,17 @@ async fn wait_candidacies(c: &Client, p: &str, n: usize) -> Vec<(String, i64, i6
     keys.into_inner()
 }
 
+/// A candidacy is a key named after its lease, carrying the member and its term; the lease is
+/// kept alive while it leads and revoked at close, taking the key with it; the settings derive
+/// from the TTL (the port's lifecycle clauses run in `tests/election/contract`).
 #[tokio::test]
-async fn one_contender_acquires_and_closes_cleanly() {
+async fn a_candidacy_is_a_key_on_its_lease_kept_alive_and_revoked_at_close() {
     testkit::init_tracing();
     let eps = endpoints();
     let p = prefix("etcd-one");
-    let started = Instant::now();
     let elector = start(&eps, &p, "solo").await;
-    let started_in = started.elapsed();
     let mut events = elector.take_events().unwrap();
-    assert!(elector.take_events().is_none(), "single consumer");
     let term = acquired(&mut events, testkit::within(TTL)).await;
-    let acquired_in = started.elapsed();
-    println!("one contender: started in {started_in:?}, acquired after {acquired_in:?}");
-    assert!(elector.is_leader());
-    assert_eq!(elector.term(), Some(term));
-    assert_eq!(elector.state(), ElectorState::Live);
     assert_eq!(
         elector.describe(),
         format!("etcd member=solo prefix={p} endpoints={}", eps.join(","))
@@ -193,7 +188,6 @@ async fn one_contender_acquires_and_closes_cleanly() {
         value.contains("solo") && value.contains(&term.to_string()),
         "{value}"
     );
-
     // Keep-alives keep it leading, same term, for two TTLs; the lease still alive on the server
     // afterwards proves they reached it (it would have expired a TTL after the last one).
     assert_leads_for(&elector, term, TTL * 2).await;
@@ -203,49 +197,32 @@ async fn one_contender_acquires_and_closes_cleanly() {
     );
 
     elector.close();
-    assert!(!elector.is_leader(), "closing ends leadership at once");
-    assert_eq!(elector.state(), ElectorState::Closing);
-    match next_event(&mut events, PROMPT).await {
-        ElectionEvent::Revoked { term: t, ack } => {
-            assert_eq!(t, Some(term));
-            ack.ack();
-        }
-        other => panic!("expected revoked, got {other:?}"),
-    }
-    let closing = Instant::now();
+    drop(events);
     tokio::time::timeout(PROMPT, elector.closed())
         .await
         .expect("closed in time")
         .expect("an orderly close is Ok");
-    println!(
-        "one contender: closed {:?} after the ack",
-        closing.elapsed()
-    );
-    assert_eq!(elector.state(), ElectorState::Closed);
-    assert!(events.recv().await.is_none(), "the stream ends once closed");
     assert!(
         candidacies(&c, &p).await.is_empty(),
         "the lease was revoked, taking the key with it"
     );
-    elector.close(); // idempotent
-    assert!(elector.closed().await.is_ok());
 }
 
+/// Three contenders: the oldest candidacy leads on a lease kept alive while the others stand
+/// in line, and leadership passes in the order of entry, at once on a revoked lease (never two
+/// leaders and distinct terms: `tests/election/contract`).
 #[tokio::test]
-async fn three_contenders_have_exactly_one_leader_and_distinct_terms() {
+async fn leadership_passes_in_the_order_of_entry() {
     testkit::init_tracing();
     let eps = endpoints();
     let p = prefix("etcd-three");
     let mut electors = Vec::new();
-    let mut seen = Vec::new();
     for i in 0..3 {
         let e = start(&eps, &p, &format!("m{i}")).await;
-        seen.push(collect(e.take_events().unwrap()));
+        collect(e.take_events().unwrap());
         electors.push(Arc::new(e));
     }
-    let t0 = Instant::now();
     let first = wait_leader(&electors, testkit::within(TTL)).await;
-    println!("three contenders: m{first} leads after {:?}", t0.elapsed());
     assert_eq!(first, 0, "the oldest candidacy leads");
 
     // Stable once all three stand in line: exactly one leader at every sample over three TTLs,
@@ -262,12 +239,10 @@ async fn three_contenders_have_exactly_one_leader_and_distinct_terms() {
         "the leader's lease, kept alive"
     );
     println!(
-        "three contenders: exactly one leader, m{first}, in all {samples} samples over {:?}",
+        "three contenders: m{first} alone in all {samples} samples over {:?}",
         TTL * 3
     );
 
-    // Hand over twice; never two at once.
-    let sampler = Sampler::start(&electors, Duration::from_millis(2));
     let mut order = vec![first];
     for _ in 0..2 {
         let leader = *order.last().unwrap();
@@ -279,22 +254,9 @@ async fn three_contenders_have_exactly_one_leader_and_distinct_terms() {
             "three contenders: m{leader} closed, m{next} leads after {:?}",
             closed_at.elapsed()
         );
-        assert!(!order.contains(&next));
         order.push(next);
     }
-    let (most, n) = sampler.finish();
-    println!(
-        "three contenders: at most {most} leader(s) at once over {n} samples during hand-overs"
-    );
-    assert!(most <= 1, "never two leaders at once");
     assert_eq!(order, [0, 1, 2], "leadership passes in the order of entry");
-
-    // The collectors run on their own tasks: wait for the third term to be recorded.
-    wait_count("three terms collected", 3, || all_terms(&seen).0).await;
-    let (all, distinct) = all_terms(&seen);
-    println!("three contenders: {all} terms acquired, {distinct} distinct");
-    assert_eq!(all, 3, "one term per leadership");
-    assert_eq!(distinct, all, "terms are never reused");
     close_all(&electors).await;
 }
 

@@ -131,92 +131,68 @@ fn collect(events: EventStream) -> Arc<parking_lot::Mutex<Vec<Term>>> {
     terms
 }
 
+/// A winner over a free key acts only after the stand-down (the port's lifecycle clauses run in
+/// `tests/election/contract`), and its renewals reach the server: the key's revision moves
+/// while it leads in one term.
 #[tokio::test]
-async fn one_contender_acquires_after_the_stand_down_and_closes_cleanly() {
+async fn a_free_key_is_acted_on_after_the_stand_down_and_renewed() {
     testkit::init_tracing();
     let url = nats_url();
     let b = bucket("nkv-one");
     let started = Instant::now();
     let elector = start(&url, &b, "solo").await;
-    let started_in = started.elapsed();
     let mut events = elector.take_events().unwrap();
-    assert!(elector.take_events().is_none(), "single consumer");
     let stand_down = elector.settings().stand_down;
     let term = acquired(&mut events, testkit::within(stand_down)).await;
     let acquired_in = started.elapsed();
-    println!(
-        "one contender: started in {started_in:?}, acquired after {acquired_in:?} (stand-down {stand_down:?})"
-    );
+    println!("one contender: acquired after {acquired_in:?} (stand-down {stand_down:?})");
     assert!(
         acquired_in >= stand_down,
         "a winner over a free key acts only after the stand-down"
     );
-    assert!(elector.is_leader());
-    assert_eq!(elector.term(), Some(term));
-    assert_eq!(elector.state(), ElectorState::Live);
-    // Renewals keep it leading, same term, for two TTLs; the key's revision moving proves
-    // they were written meanwhile.
     let before = key_revision(&url, &b).await;
     assert_leads_for(&elector, term, TTL * 2).await;
     assert!(
         key_revision(&url, &b).await > before,
         "renewals reached the server"
     );
-
     elector.close();
-    assert!(!elector.is_leader(), "closing ends leadership at once");
-    match next_event(&mut events, PROMPT).await {
-        ElectionEvent::Revoked { term: t, ack } => {
-            assert_eq!(t, Some(term));
-            ack.ack();
-        }
-        other => panic!("expected revoked, got {other:?}"),
-    }
+    drop(events);
     tokio::time::timeout(PROMPT, elector.closed())
         .await
         .expect("closed in time")
         .expect("an orderly close is Ok");
-    assert_eq!(elector.state(), ElectorState::Closed);
-    assert!(events.recv().await.is_none(), "the stream ends once closed");
-    elector.close(); // idempotent
     drop_bucket(&url, &b).await;
 }
 
+/// Three contenders: the leader's key is renewed while the others campaign against it every
+/// campaign interval, and a resigned key goes to the next campaign at once, without the
+/// stand-down (never two leaders and distinct terms: `tests/election/contract`).
 #[tokio::test]
-async fn three_contenders_have_exactly_one_leader_and_distinct_terms() {
+async fn a_resigned_key_goes_to_the_next_campaign_at_once() {
     testkit::init_tracing();
     let url = nats_url();
     let b = bucket("nkv-three");
     let mut electors = Vec::new();
-    let mut terms = Vec::new();
     for i in 0..3 {
         let e = start(&url, &b, &format!("m{i}")).await;
-        terms.push(collect(e.take_events().unwrap()));
+        collect(e.take_events().unwrap());
         electors.push(Arc::new(e));
     }
-    let t0 = Instant::now();
     let succession = config(&url, &b, "m0").succession();
     let first = wait_leader(&electors, testkit::within(succession)).await;
-    println!("three contenders: m{first} leads after {:?}", t0.elapsed());
-
-    // Stable: exactly one leader at every sample over three TTLs, renewed meanwhile (while the
-    // others campaign against it every campaign interval).
     let before = key_revision(&url, &b).await;
     let samples = assert_sole_leader(&electors, first, TTL * 3).await;
     assert!(key_revision(&url, &b).await > before, "renewed meanwhile");
     println!(
-        "three contenders: exactly one leader, m{first}, in all {samples} samples over {:?}",
+        "three contenders: m{first} alone in all {samples} samples over {:?}",
         TTL * 3
     );
-
-    // Hand over twice; never two at once.
-    let sampler = Sampler::start(&electors, Duration::from_millis(2));
     let mut order = vec![first];
     for _ in 0..2 {
         let leader = *order.last().unwrap();
         let closed_at = Instant::now();
         electors[leader].close();
-        // Resigned, the key goes to the next campaign at once (no stand-down).
         let next = wait_leader(&electors, testkit::within(CAMPAIGN)).await;
         println!(
             "three contenders: m{leader} closed, m{next} leads after {:?}",
@@ -225,24 +201,6 @@ async fn three_contenders_have_exactly_one_leader_and_distinct_terms() {
         assert!(!order.contains(&next));
         order.push(next);
     }
-    let (most, n) = sampler.finish();
-    println!(
-        "three contenders: at most {most} leader(s) at once over {n} samples during hand-overs"
-    );
-    assert!(most <= 1, "never two leaders at once");
-
-    // The collectors run on their own tasks: wait for the third term to be recorded.
-    wait_count("three terms collected", 3, || {
-        distinct_terms(&terms).0.len()
-    })
-    .await;
-    let (all, distinct) = distinct_terms(&terms);
-    println!(
-        "three contenders: {} terms acquired, {distinct} distinct",
-        all.len()
-    );
-    assert_eq!(all.len(), 3, "one term per leadership: {all:?}");
-    assert_eq!(distinct, all.len(), "terms are never reused");
     close_all(&electors).await;
     drop_bucket(&url, &b).await;
 }
