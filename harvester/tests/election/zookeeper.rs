@@ -13,10 +13,7 @@ use harvester::Error;
 use testkit::{coord, names};
 use zookeeper_client::Client;
 
-#[path = "common/electors.rs"]
-mod electors;
-
-use electors::{acquired, next_event, PROMPT};
+use crate::electors::{acquired, next_event, PROMPT};
 
 const SESSION: Duration = Duration::from_secs(3);
 

@@ -15,10 +15,7 @@ use harvester::election::{ElectionEvent, Elector, ElectorState, EventStream, Ter
 use harvester::Error;
 use testkit::names;
 
-#[path = "common/electors.rs"]
-mod electors;
-
-use electors::{
+use crate::electors::{
     acquired, assert_leads_for, assert_sole_leader, leaders, next_event, wait_count, wait_leader,
     Sampler, PROMPT,
 };
