@@ -23,7 +23,7 @@
 //! Kafka's group protocol (non-exclusive NELI) and etcd (Rink's sticky ranked ring).
 //!
 //! These promises are tested once, on every assignor but the mock, by the contract suite in
-//! `harvester/tests/assign/contract/`: a new assignor is one line in its `on_every_assignor!`
+//! `harvester/tests/assign/contract/`: a new assignor is one line in its contract's list
 //! and a variant of its `rig::Kind`.
 
 pub mod exclusive;

@@ -15,7 +15,7 @@
 //!
 //! The port's promises are tested once, on every elector but the mock (whose leadership moves
 //! only when its test says so), by the contract suite in `harvester/tests/election/contract/`:
-//! a new elector is one line in its `on_every_elector!` and a variant of its `rig::Kind`.
+//! a new elector is one line in its contract's list and a variant of its `rig::Kind`.
 
 mod background;
 #[cfg(feature = "etcd")]

@@ -6,6 +6,8 @@
 //! Non-exclusive NELI's own suite keeps a binary of its own (`tests/assign_neli.rs`): its
 //! timing-sensitive tests run one at a time, beside nothing.
 
+#[path = "../common/cells.rs"]
+mod cells;
 mod contract;
 #[cfg(feature = "etcd")]
 mod rink;

@@ -9,6 +9,8 @@
 #[path = "../common/electors.rs"]
 mod electors;
 
+#[path = "../common/cells.rs"]
+mod cells;
 mod contract;
 #[cfg(feature = "etcd")]
 mod etcd;

@@ -11,13 +11,13 @@ use harvester::assign::rink::RinkConfig;
 use harvester::assign::Assignor;
 use harvester::config::{Coordinator, KafkaConfig, LeaderConfig};
 use harvester::election::neli::NeliConfig;
-use testkit::{coord, names, Broker};
+use testkit::{coord, Broker};
 
 /// Buckets of every rig's table.
 pub const B: u16 = 8;
 
 /// The assignors of the port. Adding one: a variant here, its config in [`Rig::config`], and
-/// a line in `on_every_assignor!` (`contract/mod.rs`). The mock assignor (`assign::mock`) moves
+/// a line in the `contract_cells!` list (`contract/mod.rs`). The mock assignor (`assign::mock`) moves
 /// buckets only when its test says so: it has no group to check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -37,7 +37,7 @@ pub struct Rig {
 
 impl Rig {
     pub fn new(kind: Kind, test: &str) -> Rig {
-        let namespace = names::unique(&format!("ac-{test}")).replace('.', "_");
+        let namespace = crate::cells::namespace("ac", test);
         let kafka = KafkaConfig::with_bootstrap(Broker::discover().unwrap().bootstrap());
         Rig {
             kind,

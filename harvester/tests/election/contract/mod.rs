@@ -1,6 +1,6 @@
 //! The elector port's promises (`harvester/src/election/mod.rs`), one test per clause and
 //! elector, named `contract::<elector>::<clause>`. A clause is an `async fn(Rig)`; a new clause
-//! is one more name in the list at the end, a new elector one more line in `on_every_elector!`
+//! is one more name in the list at the end, a new elector one more line in the implementations of `contract_cells!`
 //! and a variant of `rig::Kind`. What only one elector does (NELI's fencing by its own
 //! heartbeats, etcd's leases, a ZooKeeper session's end) stays in that elector's own suite.
 
@@ -22,33 +22,18 @@ where
     clause(Rig::new(kind, clause_name)).await
 }
 
-/// One test per clause for one elector.
-macro_rules! on_elector {
-    ($module:ident, $kind:ident, $($clause:ident),+) => {
-        mod $module {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $clause() {
-                    super::run(super::Kind::$kind, stringify!($clause), super::$clause).await
-                }
-            )+
-        }
-    };
-}
-
-/// Every clause on every elector.
-macro_rules! on_every_elector {
-    ($($clause:ident),+ $(,)?) => {
-        on_elector!(neli, Neli, $($clause),+);
-        on_elector!(zookeeper, ZooKeeper, $($clause),+);
-        on_elector!(nats_kv, NatsKv, $($clause),+);
-        on_elector!(etcd, Etcd, $($clause),+);
-    };
-}
-
-on_every_elector!(
-    a_lone_contender_leads_until_it_closes,
-    contenders_never_lead_at_once_and_terms_are_never_reused,
-    a_successor_waits_for_the_barrier,
-    an_unacknowledged_revocation_hands_over_at_its_timeout,
+// Every clause on every implementation; a new one is a line in the first list.
+crate::contract_cells!(
+    Kind;
+    (neli, Neli),
+    (zookeeper, ZooKeeper),
+    (nats_kv, NatsKv),
+    (etcd, Etcd),
+    ;
+    [
+        a_lone_contender_leads_until_it_closes,
+        contenders_never_lead_at_once_and_terms_are_never_reused,
+        a_successor_waits_for_the_barrier,
+        an_unacknowledged_revocation_hands_over_at_its_timeout,
+    ]
 );

@@ -11,10 +11,10 @@ use harvester::election::nats_kv::NatsKvConfig;
 use harvester::election::neli::NeliConfig;
 use harvester::election::zookeeper::ZooKeeperConfig;
 use harvester::election::Elector;
-use testkit::{coord, names, Broker};
+use testkit::{coord, Broker};
 
 /// The electors of the port. Adding one: a variant here, its config in [`Rig::config`], and a
-/// line in `on_every_elector!` (`contract/mod.rs`). The mock elector changes leadership only
+/// line in the `contract_cells!` list (`contract/mod.rs`). The mock elector changes leadership only
 /// when its test says so (`election::mock`): it has no contention to check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -32,7 +32,7 @@ pub struct Rig {
 
 impl Rig {
     pub fn new(kind: Kind, test: &str) -> Rig {
-        let namespace = names::unique(&format!("ec-{test}")).replace('.', "_");
+        let namespace = crate::cells::namespace("ec", test);
         let kafka = KafkaConfig::with_bootstrap(Broker::discover().unwrap().bootstrap());
         Rig {
             kind,
