@@ -40,8 +40,21 @@ pub fn zookeeper_addr() -> String {
 
 /// The shared etcd, its first client URL.
 pub fn etcd_endpoint() -> String {
+    etcd_endpoints().swap_remove(0)
+}
+
+/// The shared etcd, every client URL (`ETCD_ENDPOINTS` is comma-separated); at least one.
+pub fn etcd_endpoints() -> Vec<String> {
     let all = address("ETCD_ENDPOINTS", "http://127.0.0.1:23790");
-    all.split(',').next().unwrap_or_default().trim().to_owned()
+    let mut urls: Vec<String> = all
+        .split(',')
+        .map(|e| e.trim().to_owned())
+        .filter(|e| !e.is_empty())
+        .collect();
+    if urls.is_empty() {
+        urls.push("http://127.0.0.1:23790".to_owned());
+    }
+    urls
 }
 
 /// Which server a [`PrivateServer`] runs.

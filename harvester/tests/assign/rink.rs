@@ -27,23 +27,9 @@ const REVOKE_TIMEOUT: Duration = Duration::from_secs(3);
 /// after [`ACK_DELAY`], its key goes with its lease, and the leader ranks again at once.
 const HAND_OVER: Duration = testkit::within(ACK_DELAY);
 
+/// The shared etcd (`testkit::coord`).
 fn endpoints() -> Vec<String> {
-    let from_env = std::env::var("ETCD_ENDPOINTS")
-        .ok()
-        .filter(|v| !v.trim().is_empty());
-    let value = from_env.unwrap_or_else(|| {
-        let env =
-            std::fs::read_to_string(testkit::state_dir().join("services.env")).unwrap_or_default();
-        env.lines()
-            .find_map(|l| l.strip_prefix("export ETCD_ENDPOINTS="))
-            .map(|v| v.trim().trim_matches('"').to_owned())
-            .unwrap_or_else(|| "http://127.0.0.1:23790".into())
-    });
-    value
-        .split(',')
-        .map(|e| e.trim().to_owned())
-        .filter(|e| !e.is_empty())
-        .collect()
+    testkit::coord::etcd_endpoints()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

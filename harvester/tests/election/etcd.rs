@@ -24,25 +24,9 @@ use crate::electors::{
 
 const TTL: Duration = Duration::from_secs(2);
 
-/// The shared etcd: `ETCD_ENDPOINTS`, else the `export ETCD_ENDPOINTS=...` line of
-/// `.state/services.env`, else the port `scripts/services.sh` uses.
+/// The shared etcd (`testkit::coord`).
 fn endpoints() -> Vec<String> {
-    let from_env = std::env::var("ETCD_ENDPOINTS")
-        .ok()
-        .filter(|v| !v.trim().is_empty());
-    let value = from_env.unwrap_or_else(|| {
-        let env =
-            std::fs::read_to_string(testkit::state_dir().join("services.env")).unwrap_or_default();
-        env.lines()
-            .find_map(|l| l.strip_prefix("export ETCD_ENDPOINTS="))
-            .map(|v| v.trim().trim_matches('"').to_owned())
-            .unwrap_or_else(|| "http://127.0.0.1:23790".into())
-    });
-    value
-        .split(',')
-        .map(|e| e.trim().to_owned())
-        .filter(|e| !e.is_empty())
-        .collect()
+    testkit::coord::etcd_endpoints()
 }
 
 fn prefix(test: &str) -> String {
