@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test command: provisions the services (stopping afterwards only what it started), then
 # runs the whole workspace's tests and the doctests (the library's and the README's examples),
-# and the embedding example once. Every test binary runs even after a failure (cargo's
-# --no-fail-fast); at the end it prints every failed test, the number of tests run and how long
-# it all took. Extra arguments go to `cargo test`.
+# and the embedding example once. Every test binary runs even after a failure; at the end it
+# prints every failed test, the number of tests run and how long it all took. Extra arguments go
+# to `cargo test` (the build); those after `--` to every test binary (a name filter, --nocapture).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 started=$SECONDS
@@ -11,10 +11,9 @@ started=$SECONDS
 args=()
 for a in "$@"; do [ "$a" = --no-fail-fast ] || args+=("$a"); done
 set -- "${args[@]+"${args[@]}"}"
-# Kafka-heavy integration tests share 2 cores; two at a time keeps timing-sensitive ones honest
-# (the harvester `it`, whose tests may run beside each other, takes 4: see below).
-# (RUST_TEST_THREADS rather than --test-threads: criterion's bench harness, run once in test
-# mode by --all-targets, does not take libtest's flags.)
+# Each test binary runs its tests two at a time (timing-sensitive ones stay honest on 2 cores);
+# the harvester's `it`, whose tests may run beside each other, four (scripts/test-run.py, which
+# also runs two binaries at once, keeping apart those that must not share the machine).
 export RUST_TEST_THREADS="${HARVEST_TEST_THREADS:-2}"
 scripts/services.sh tools
 # The output is long and what shows of it is often only its end, where backtraces bury the
@@ -35,17 +34,19 @@ set +e
 {
   cargo test --workspace --doc --no-fail-fast "$@"; rc=$?
   scripts/with-services.sh bash -c '
-    # Every test binary but the harvester `it` at RUST_TEST_THREADS (each its own isolation:
-    # binaries run one after another), then `it`, whose tests may run beside each other, at
-    # HARVEST_IT_THREADS. Both select from the whole workspace, so one feature set is built.
-    shopt -s nullglob
-    others=()
-    for f in */tests/*.rs */tests/*/main.rs; do
-      name=$(basename "$f" .rs); [ "$name" = main ] && name=$(basename "$(dirname "$f")")
-      [ "$name" = it ] || others+=(--test "$name")
-    done
-    cargo test --workspace --lib --bins --examples --benches "${others[@]}" --no-fail-fast "$@"; rc=$?
-    RUST_TEST_THREADS="${HARVEST_IT_THREADS:-4}" cargo test --workspace --test it --no-fail-fast "$@" || rc=1
+    # Every test target of the workspace, built once (one feature set), then run by
+    # scripts/test-run.py: arguments before `--` go to the build, after it to every binary.
+    build=() run=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do build+=("$1"); shift; done
+    [ $# -gt 0 ] && shift && run=("$@")
+    plan=$(mktemp -t harvester-test-plan.XXXXXX)
+    trap "rm -f $plan" EXIT
+    if cargo test --workspace --lib --bins --examples --benches --tests --no-run \
+        --message-format=json-render-diagnostics "${build[@]+"${build[@]}"}" >"$plan"; then
+      scripts/test-run.py "$plan" -- "${run[@]+"${run[@]}"}"; rc=$?
+    else
+      echo "test.sh: FAILED: the tests did not build"; rc=1
+    fi
     echo "== test.sh: the embedding example, once (harvester/examples/embedded_service.rs)"
     EXAMPLE_ORDERS=50 cargo run -q -p harvester --example embedded_service \
       || { echo "test.sh: FAILED: the embedding example"; rc=1; }
