@@ -54,8 +54,11 @@ pub trait Database: Send + Sync + std::fmt::Debug {
         table: &'a TableName,
     ) -> BoxFuture<'a, Result<HashSet<(u32, u64)>, BenchError>>;
 
-    /// Whether `table` has no rows left.
-    fn is_empty<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<bool, BenchError>>;
+    /// The lowest id left in `table` (`None`: no rows left), read from its primary key's index.
+    fn lowest_id<'a>(
+        &'a self,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<Option<i64>, BenchError>>;
 
     /// Every id of `table`, ascending.
     fn ids<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<Vec<i64>, BenchError>>;

@@ -97,8 +97,11 @@ impl Database for MariaDb {
         remaining(&self.pool, table).boxed()
     }
 
-    fn is_empty<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<bool, BenchError>> {
-        is_empty(&self.pool, table).boxed()
+    fn lowest_id<'a>(
+        &'a self,
+        table: &'a TableName,
+    ) -> BoxFuture<'a, Result<Option<i64>, BenchError>> {
+        lowest_id(&self.pool, table).boxed()
     }
 
     fn ids<'a>(&'a self, table: &'a TableName) -> BoxFuture<'a, Result<Vec<i64>, BenchError>> {
@@ -277,13 +280,12 @@ async fn remaining(pool: &MySqlPool, table: &TableName) -> Result<HashSet<(u32, 
         .collect())
 }
 
-/// Whether the outbox has no rows left.
-async fn is_empty(pool: &MySqlPool, table: &TableName) -> Result<bool, BenchError> {
-    let any: i64 = sqlx::query_scalar(&format!("SELECT EXISTS (SELECT 1 FROM {})", quoted(table)))
+/// The lowest id left: the first entry of the clustered index.
+async fn lowest_id(pool: &MySqlPool, table: &TableName) -> Result<Option<i64>, BenchError> {
+    sqlx::query_scalar(&format!("SELECT MIN(id) FROM {}", quoted(table)))
         .fetch_one(pool)
         .await
-        .map_err(BenchError::db("check whether the outbox is empty"))?;
-    Ok(any == 0)
+        .map_err(BenchError::db("read the lowest id left in the outbox"))
 }
 
 async fn truncate(pool: &MySqlPool, table: &TableName) -> Result<(), BenchError> {

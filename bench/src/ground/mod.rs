@@ -209,7 +209,13 @@ impl Ground {
 
     /// Whether the outbox has no rows left (the harvester deleted every one it published).
     pub async fn is_empty(&self) -> Result<bool, BenchError> {
-        self.database.is_empty(&self.table).await
+        Ok(self.lowest_id().await?.is_none())
+    }
+
+    /// The lowest id left in the outbox (`None`: empty): the harvesters delete oldest first, so
+    /// its first move is their first purge.
+    pub async fn lowest_id(&self) -> Result<Option<i64>, BenchError> {
+        self.database.lowest_id(&self.table).await
     }
 
     /// Opens a [`Pinner`] on the outbox: a transaction holding its snapshot until released.

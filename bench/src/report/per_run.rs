@@ -57,11 +57,15 @@ fn run_lines(r: &RunResult) -> String {
 /// What ended the drain, and how far behind the verifier was.
 fn drain_line(d: &Drain) -> String {
     format!(
-        "drain ended after {:.1} s: {} (no-progress window {:.0} s, cap {:.0} s){}",
+        "drain ended after {:.1} s: {} (no-progress window {:.0} s, cap {:.0} s){}{}",
         d.seconds,
         d.ended_by.describe(),
         d.no_progress_window_s,
         d.cap_s,
+        d.startup_s.map_or(String::new(), |s| format!(
+            "; the first purge came {:.0} ms after the first leader (the term's start-up and first round trip: not in the drain rate, which runs from the first purge to the outbox empty)",
+            s * 1e3
+        )),
         match (d.verified_after_s, d.max_verifier_lag) {
             (Some(v), _) => format!("; the verifier read the topic after the drain, in {v:.1} s"),
             (None, Some(l)) => format!("; the verifier lagged by up to {l} records"),

@@ -23,6 +23,7 @@ fn run(name: &str, verdict: Verdict, note: &str) -> RunResult {
             cap_s: 1030.0,
             max_verifier_lag: Some(300_000),
             verified_after_s: None,
+            startup_s: None,
         }),
         cpu: CpuUsage {
             wall_seconds: 100.0,
@@ -55,10 +56,13 @@ fn the_summary_shows_verdict_eviction_drain_end_and_bound() {
         gaps: 2,
         ..PartitionLog::default()
     }];
-    let failed = RunResult {
+    let mut failed = RunResult {
         undelivered: 7,
         ..run("steady", Verdict::Failed, "failed: 7 still in the outbox")
     };
+    if let Some(d) = failed.drain.as_mut() {
+        d.startup_s = Some(0.123);
+    }
     let md = markdown(
         &Provenance::default(),
         &Ceilings::default(),
@@ -74,6 +78,7 @@ fn the_summary_shows_verdict_eviction_drain_end_and_bound() {
     assert!(md.contains("p3 99835 (2 jumps)"));
     assert!(md.contains("every record arrived or was deleted by the broker unread"));
     assert!(md.contains("lagged by up to 300000 records"));
+    assert!(md.contains("the first purge came 123 ms after the first leader"));
     assert!(md.contains("busy 97 % of the time: 80 % on a CPU, 17 % waiting for one"));
     let steady = md.lines().find(|l| l.starts_with("| steady |")).unwrap();
     assert!(

@@ -94,6 +94,11 @@ pub struct Drain {
     /// The verifier read the topic only after the drain, for this long.
     #[serde(default)]
     pub verified_after_s: Option<f64>,
+    /// A backlog watched in the outbox: from the first leader to its first purge (the term's
+    /// start-up and the first round trip), not in the drain rate. Reports before it was
+    /// recorded timed the rate from the leader.
+    #[serde(default)]
+    pub startup_s: Option<f64>,
 }
 
 /// A failover, from the fault to the new leader's first publish.

@@ -3,7 +3,8 @@
 //! for by the broker's eviction and the outbox is empty), when nothing arrived for the
 //! scenario's no-progress window, or at a cap derived from the backlog and the lowest
 //! acceptable rate; a backlog verified after its drain watches the outbox instead, and the
-//! verifier then reads the whole topic once.
+//! verifier then reads the whole topic once. Watching the outbox times the drain as `bench
+//! versus` times both relays: from the first purge (the backlog's lowest id moved) to the last.
 
 use std::time::{Duration, Instant};
 
@@ -19,13 +20,22 @@ use crate::result::{Drain, DrainEnd};
 use crate::scenario::Scenario;
 use crate::BenchError;
 
+/// The instants that time a drain.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ends {
+    /// The first probe that saw the backlog's lowest id move (a drain watching the outbox).
+    pub first_purge: Option<Instant>,
+    /// When the wait ended.
+    pub end: Instant,
+}
+
 /// Waits for the `committed` records with a progress bar: what ended the wait, and when.
 pub(super) async fn wait_for_records(
     case: &Case<'_>,
     ground: &Ground,
     started: &Started,
     committed: u64,
-) -> Result<(Drain, Instant), BenchError> {
+) -> Result<(Drain, Ends), BenchError> {
     let bar = ProgressBar::new(committed).with_message(case.label.to_owned());
     let counted = if case.topic.verify_after {
         "acknowledged"
@@ -50,10 +60,19 @@ pub(super) async fn wait_for_records(
         .during
         .as_ref()
         .map_or(Watch::Outbox, Watch::Verifier);
-    let drained = drain(watch, ground, case.scenario, committed, &bar, published).await?;
-    let drain_end = Instant::now();
+    let head = started.backlog_head;
+    let (drained, first_purge) = drain(
+        watch,
+        ground,
+        case.scenario,
+        (committed, head),
+        &bar,
+        published,
+    )
+    .await?;
+    let end = Instant::now();
     bar.finish_and_clear();
-    Ok((drained, drain_end))
+    Ok((drained, Ends { first_purge, end }))
 }
 
 /// What a drain watches: the verifier's reads, or (a backlog verified after its drain) the
@@ -64,9 +83,11 @@ enum Watch<'a> {
     Outbox,
 }
 
-/// How often the outbox is probed once the end is near, which times a drain verified after it
-/// to within a probe (an index probe, well under a millisecond of Postgres CPU): the harvesters'
-/// meter, which says the end is near, reports every 100 ms and would time it to within that.
+/// How often the outbox is probed until the first purge, and once the end is near, which times
+/// a drain verified after it to within a probe (an index probe, well under a millisecond of
+/// Postgres CPU): the harvesters' meter, which says the end is near, reports every 100 ms and
+/// would time it to within that.
+const START_POLL: Duration = Duration::from_millis(10);
 const END_POLL: Duration = Duration::from_millis(20);
 
 /// Whether the harvesters' acknowledgements, as last metered, put the end of a drain within a
@@ -75,17 +96,18 @@ fn near_end(acked: u64, committed: u64) -> bool {
     acked.saturating_mul(10) >= committed.saturating_mul(9)
 }
 
-/// Waits for the `committed` records while they keep arriving; says what ended the wait.
-/// `published` is what the harvesters counted as acknowledged so far, for the verifier's lag
-/// (or, watching the outbox, for progress).
+/// Waits for the `committed` records while they keep arriving; says what ended the wait and,
+/// watching the outbox, when the backlog's lowest id (`head`) first moved. `published` is what
+/// the harvesters counted as acknowledged so far, for the verifier's lag (or, watching the
+/// outbox, for progress).
 async fn drain(
     watch: Watch<'_>,
     ground: &Ground,
     scenario: &Scenario,
-    committed: u64,
+    (committed, head): (u64, Option<i64>),
     bar: &ProgressBar,
     published: impl Fn() -> u64,
-) -> Result<Drain, BenchError> {
+) -> Result<(Drain, Option<Instant>), BenchError> {
     let start = Instant::now();
     let progress = || match watch {
         Watch::Verifier(r) => r.position(),
@@ -98,6 +120,7 @@ async fn drain(
     let cap = scenario.drain_cap(committed.saturating_sub(done));
     let (mut position, mut progressed) = (progress(), start);
     let mut outbox_checked: Option<Instant> = None;
+    let mut first_purge: Option<Instant> = None;
     let mut max_lag = 0u64;
     let ended_by = loop {
         let now = Instant::now();
@@ -126,14 +149,14 @@ async fn drain(
                 // quarantined or acknowledged twice make the count an estimate either way).
                 let acked = published();
                 bar.set_position(acked.min(committed));
-                let every = if near_end(acked, committed) {
-                    END_POLL
-                } else {
-                    Duration::from_secs(1)
-                };
+                let every = outbox_poll(first_purge.is_some(), acked, committed);
                 if outbox_checked.is_none_or(|at| now.duration_since(at) >= every) {
                     outbox_checked = Some(now);
-                    if ground.is_empty().await? {
+                    let lowest = ground.lowest_id().await?;
+                    if first_purge.is_none() && lowest != head {
+                        first_purge = Some(now);
+                    }
+                    if lowest.is_none() {
                         break DrainEnd::Emptied;
                     }
                 }
@@ -150,19 +173,34 @@ async fn drain(
             break DrainEnd::Cap;
         }
         let nap = match watch {
-            Watch::Outbox if near_end(published(), committed) => END_POLL,
-            _ => Duration::from_millis(50),
+            Watch::Outbox => outbox_poll(first_purge.is_some(), published(), committed)
+                .min(Duration::from_millis(50)),
+            Watch::Verifier(_) => Duration::from_millis(50),
         };
         tokio::time::sleep(nap).await;
     };
-    Ok(Drain {
+    let drained = Drain {
         ended_by,
         seconds: start.elapsed().as_secs_f64(),
         no_progress_window_s: scenario.no_progress_timeout.as_secs_f64(),
         cap_s: cap.as_secs_f64(),
         max_verifier_lag: matches!(watch, Watch::Verifier(_)).then_some(max_lag),
         verified_after_s: None,
-    })
+        startup_s: None,
+    };
+    Ok((drained, first_purge))
+}
+
+/// How often a drain watching the outbox probes it: often until the first purge and near the
+/// end, once a second between.
+fn outbox_poll(purged: bool, acked: u64, committed: u64) -> Duration {
+    if !purged {
+        START_POLL
+    } else if near_end(acked, committed) {
+        END_POLL
+    } else {
+        Duration::from_secs(1)
+    }
 }
 
 /// Reads the whole topic once the drain is over (see [`crate::scenario::VerifyWhen`]): starts

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use testkit::Broker;
 
 use super::collect::Evidence;
+use super::drain::Ends;
 use super::measure::Measured;
 use super::{rewinds, Case};
 use crate::analysis::{failover_gap, longest_pause_after, Correctness};
@@ -23,8 +24,8 @@ pub(super) fn judge(
     broker: &Broker,
     measured: Measured,
     ev: Evidence,
-    drained: Drain,
-    drain_end: Instant,
+    mut drained: Drain,
+    ends: Ends,
 ) -> Result<RunResult, BenchError> {
     let scenario = case.scenario;
     let after = case.topic.verify_after;
@@ -33,7 +34,8 @@ pub(super) fn judge(
     let failover = failover(&measured.faulted, &ev, &mut events);
     let (sustained, write_rate) = sustained(measured.window, &ev);
     let decision = decide(&case, broker, &ev, measured.committed, &drained)?;
-    let drain = drain_rate(&case, &ev, drain_end);
+    let drain = drain_rate(&case, &ev, ends);
+    drained.startup_s = startup(&ev, ends);
     let (left_in_outbox, quarantined, quarantine_reasons) = ev.leftovers;
     let delivered = ev.delivered;
     let a = ev.analysis;
@@ -116,18 +118,28 @@ pub(super) fn judge(
     })
 }
 
-/// A backlog's drain rate: its rows over the time from the first leader to the last receipt
-/// (or, verified after the drain, to the drain's end).
-fn drain_rate(case: &Case<'_>, ev: &Evidence, drain_end: Instant) -> Option<f64> {
+/// A backlog's drain rate: its rows over the time from the first purge to the outbox empty,
+/// when the drain watched the outbox (as `bench versus` times both relays); else from the
+/// first leader to the last receipt.
+fn drain_rate(case: &Case<'_>, ev: &Evidence, ends: Ends) -> Option<f64> {
     case.scenario.backlog.and_then(|b| {
-        let start = ev.fleet.first_acquired()?;
-        let end = if case.topic.verify_after {
-            drain_end
+        let (start, end) = if case.topic.verify_after {
+            (ends.first_purge.or(ev.fleet.first_acquired())?, ends.end)
         } else {
-            ev.analysis.last_receipt?
+            (ev.fleet.first_acquired()?, ev.analysis.last_receipt?)
         };
         Some(b.rows as f64 / end.saturating_duration_since(start).as_secs_f64().max(1e-6))
     })
+}
+
+/// From the first leader to the first purge, where the drain watched for it.
+fn startup(ev: &Evidence, ends: Ends) -> Option<f64> {
+    let purged = ends.first_purge?;
+    Some(
+        purged
+            .saturating_duration_since(ev.fleet.first_acquired()?)
+            .as_secs_f64(),
+    )
 }
 
 /// First deliveries per second while the writers wrote, and the writers' commit rate.

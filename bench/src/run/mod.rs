@@ -355,10 +355,10 @@ async fn run_on(
         kafka,
     };
     let measured = measure::measure(bench, &case, ground, targets, &mut started).await?;
-    let (mut drained, drain_end) =
+    let (mut drained, ends) =
         drain::wait_for_records(&case, ground, &started, measured.committed).await?;
     let evidence = collect::collect(&case, ground, started, &measured, &mut drained).await?;
-    judge::judge(case, broker, measured, evidence, drained, drain_end)
+    judge::judge(case, broker, measured, evidence, drained, ends)
 }
 
 #[cfg(test)]

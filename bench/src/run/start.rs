@@ -42,6 +42,9 @@ pub(super) struct Started {
     pub fleet: Fleet,
     /// When the first harvester led.
     pub leader_at: Instant,
+    /// The backlog's lowest id before any harvester ran (`None`: no backlog): the drain's
+    /// start is when it first moves.
+    pub backlog_head: Option<i64>,
     pub harvester_cpu_before: f64,
     pub meter: cpu::CpuMeter,
 }
@@ -72,6 +75,10 @@ pub(super) async fn start(
     };
     let ledger = Arc::new(Ledger::new());
     prefill_backlog(case, ground, &ledger).await?;
+    let backlog_head = match scenario.backlog {
+        Some(_) => ground.lowest_id().await?,
+        None => None,
+    };
     let (writers, target) = writers(case, ground, &ledger).await?;
     let pinner = if scenario.kind == Kind::XminPinned {
         Some(ground.pin_snapshot().await?)
@@ -106,6 +113,7 @@ pub(super) async fn start(
         t0,
         fleet,
         leader_at,
+        backlog_head,
         harvester_cpu_before,
         meter,
     })
