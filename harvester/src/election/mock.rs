@@ -2,7 +2,9 @@
 //!
 //! Behaves like the real elector towards the application (events, barrier, `is_leader`, terms
 //! never reused) without a broker. Use it to test that leader work stops on `fence`, that a
-//! revocation waits for the barrier, and that an elector failure surfaces.
+//! revocation waits for the barrier, and that an elector failure surfaces. Closing keeps the
+//! port's promises too: leadership ends at once, the revocation's barrier is waited for (up to
+//! [`REVOKE_TIMEOUT`]), then the elector is closed and its event stream ends.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +16,9 @@ use tokio::sync::{mpsc, watch};
 use super::{Ack, ElectionEvent, Elector, ElectorState, EventStream, Term};
 use crate::Result;
 
+/// How long `close` waits for the acknowledgement of its revocation before it reports closed.
+pub const REVOKE_TIMEOUT: Duration = Duration::from_secs(5);
+
 #[derive(Debug)]
 struct State {
     lifecycle: ElectorState,
@@ -24,7 +29,8 @@ struct State {
 #[derive(Debug, Clone)]
 pub struct MockElector {
     state: Arc<Mutex<State>>,
-    tx: mpsc::UnboundedSender<ElectionEvent>,
+    /// Taken when the elector closes or fails, which ends the stream.
+    tx: Arc<Mutex<Option<mpsc::UnboundedSender<ElectionEvent>>>>,
     events: Arc<Mutex<Option<EventStream>>>,
     closed_tx: Arc<watch::Sender<super::ClosedState>>,
 }
@@ -44,18 +50,28 @@ impl MockElector {
                 lifecycle: ElectorState::Live,
                 term: None,
             })),
-            tx,
+            tx: Arc::new(Mutex::new(Some(tx))),
             events: Arc::new(Mutex::new(Some(stream))),
             closed_tx: Arc::new(closed_tx),
         }
     }
 
-    /// Makes this member leader with a fresh term (revoking silently any current one).
+    /// Makes this member leader with a fresh term (revoking silently any current one); once
+    /// closed, the term is returned but nobody leads in it.
     pub fn acquire(&self) -> Term {
         let term = Term::new();
-        self.state.lock().term = Some(term);
-        let _ = self.tx.send(ElectionEvent::Acquired { term });
+        let mut s = self.state.lock();
+        if s.lifecycle == ElectorState::Live {
+            s.term = Some(term);
+            self.send(ElectionEvent::Acquired { term });
+        }
         term
+    }
+
+    fn send(&self, event: ElectionEvent) {
+        if let Some(tx) = self.tx.lock().as_ref() {
+            let _ = tx.send(event);
+        }
     }
 
     /// Revokes leadership and waits (up to `timeout`) for the application's acknowledgement.
@@ -63,14 +79,15 @@ impl MockElector {
     pub async fn revoke(&self, timeout: Duration) -> bool {
         let term = self.state.lock().term.take();
         let (ack, acked) = Ack::new();
-        let _ = self.tx.send(ElectionEvent::Revoked { term, ack });
+        self.send(ElectionEvent::Revoked { term, ack });
         tokio::time::timeout(timeout, acked).await.is_ok()
     }
 
     /// Fences: leadership lapses at once, no barrier.
     pub fn fence(&self) {
-        if let Some(term) = self.state.lock().term.take() {
-            let _ = self.tx.send(ElectionEvent::Fenced { term });
+        let taken = self.state.lock().term.take();
+        if let Some(term) = taken {
+            self.send(ElectionEvent::Fenced { term });
         }
     }
 
@@ -82,6 +99,7 @@ impl MockElector {
             s.lifecycle = ElectorState::Closed;
             s.term = None;
         }
+        self.tx.lock().take();
         let cause = Arc::new(crate::Error::Injected(message.to_owned()));
         let _ = self.closed_tx.send_replace(Some(Err(cause)));
     }
@@ -115,17 +133,37 @@ impl Elector for MockElector {
     }
 
     fn close(&self) {
-        let mut s = self.state.lock();
-        if s.lifecycle != ElectorState::Closed {
-            s.lifecycle = ElectorState::Closed;
-            if let Some(term) = s.term.take() {
-                let (ack, _) = Ack::new();
-                let _ = self.tx.send(ElectionEvent::Revoked {
-                    term: Some(term),
-                    ack,
+        let term = {
+            let mut s = self.state.lock();
+            if s.lifecycle != ElectorState::Live {
+                return;
+            }
+            s.lifecycle = ElectorState::Closing;
+            s.term.take()
+        };
+        let (state, closed_tx) = (Arc::clone(&self.state), Arc::clone(&self.closed_tx));
+        let finish = move || {
+            state.lock().lifecycle = ElectorState::Closed;
+            let _ = closed_tx.send_replace(Some(Ok(())));
+        };
+        // The revocation is the stream's last event: the sender goes with it.
+        let tx = self.tx.lock().take();
+        let (Some(term), Some(tx)) = (term, tx) else {
+            return finish();
+        };
+        let (ack, acked) = Ack::new();
+        let _ = tx.send(ElectionEvent::Revoked {
+            term: Some(term),
+            ack,
+        });
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let _ = tokio::time::timeout(REVOKE_TIMEOUT, acked).await;
+                    finish();
                 });
             }
-            let _ = self.closed_tx.send_replace(Some(Ok(())));
+            Err(_) => finish(),
         }
     }
 

@@ -37,3 +37,7 @@ crate::contract_cells!(
         an_unacknowledged_revocation_hands_over_at_its_timeout,
     ]
 );
+
+// The mock elector has one contender, which leads when its test says so: the clauses of one
+// contender's life only.
+crate::contract_cells!(Kind; (mock, Mock); [a_lone_contender_leads_until_it_closes]);

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use harvester::config::{KafkaConfig, LeaderConfig};
 use harvester::election::etcd::EtcdConfig;
+use harvester::election::mock::{self, MockElector};
 use harvester::election::nats_kv::NatsKvConfig;
 use harvester::election::neli::NeliConfig;
 use harvester::election::zookeeper::ZooKeeperConfig;
@@ -14,14 +15,16 @@ use harvester::election::Elector;
 use testkit::{coord, Broker};
 
 /// The electors of the port. Adding one: a variant here, its config in [`Rig::config`], and a
-/// line in the `contract_cells!` list (`contract/mod.rs`). The mock elector changes leadership only
-/// when its test says so (`election::mock`): it has no contention to check.
+/// line in the `contract_cells!` list (`contract/mod.rs`). The mock elector leads when its test
+/// says so (`election::mock`): its contender is told to lead at once, and it has no contention
+/// to check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Neli,
     ZooKeeper,
     NatsKv,
     Etcd,
+    Mock,
 }
 
 pub struct Rig {
@@ -80,27 +83,42 @@ impl Rig {
                 connect_timeout: Duration::from_secs(3),
                 ..Default::default()
             }),
+            Kind::Mock => unreachable!("the mock elector has no configuration"),
         }
     }
 
-    /// A contender, contending from now on.
+    /// A contender, contending from now on (the mock's, leading).
     pub async fn contender(&self, name: &str) -> Arc<dyn Elector> {
+        if self.kind == Kind::Mock {
+            let mock = MockElector::new();
+            mock.acquire();
+            return Arc::new(mock);
+        }
         self.config(name).build(&self.kafka).await.unwrap()
     }
 
     /// How long a contender may take to lead once the election is free: the succession (a
     /// lapsed leader's successor waits that long; a first one, at most that) plus the margin.
     pub fn acquire_bound(&self) -> Duration {
-        testkit::within(self.config("any").succession())
+        testkit::within(match self.kind {
+            Kind::Mock => Duration::ZERO,
+            _ => self.config("any").succession(),
+        })
     }
 
     /// How long a revocation waits for its acknowledgement.
     pub fn revoke_timeout(&self) -> Duration {
-        self.config("any").revoke_timeout()
+        match self.kind {
+            Kind::Mock => mock::REVOKE_TIMEOUT,
+            _ => self.config("any").revoke_timeout(),
+        }
     }
 
     /// How long a closing contender may take to report closed, plus the margin.
     pub fn close_bound(&self) -> Duration {
-        testkit::within(self.config("any").close_timeout())
+        testkit::within(match self.kind {
+            Kind::Mock => mock::REVOKE_TIMEOUT,
+            _ => self.config("any").close_timeout(),
+        })
     }
 }
