@@ -15,6 +15,10 @@ use harvester::config::KafkaConfig;
 use parking_lot::Mutex;
 use testkit::{names, wait_for, Broker};
 
+#[path = "assign/overlap.rs"]
+mod overlap;
+use overlap::overlap;
+
 const B: u16 = 16;
 const HT: Duration = Duration::from_secs(1);
 /// The embedded broker waits up to the session (3x the heartbeat timeout) minus 1 s for members
@@ -97,10 +101,17 @@ impl Group {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     let snapshot: Vec<Member> = members.lock().clone();
-                    if let Some(v) = overlap(&snapshot) {
-                        violations
-                            .lock()
-                            .push(format!("at {:?}: {v}", started.elapsed()));
+                    let owners: Vec<&dyn Assignor> = snapshot
+                        .iter()
+                        .map(|m| &*m.assignor as &dyn Assignor)
+                        .collect();
+                    if let Some((both, x, y)) = overlap(&owners) {
+                        violations.lock().push(format!(
+                            "at {:?}: buckets {both:?} owned by {} and {}",
+                            started.elapsed(),
+                            snapshot[x].name,
+                            snapshot[y].name
+                        ));
                     }
                     *samples.lock() += 1;
                     std::thread::sleep(Duration::from_millis(10));
@@ -380,30 +391,6 @@ impl Drop for Group {
             m.assignor.close();
         }
     }
-}
-
-/// Whether two members owned a bucket at one instant. Each member is read forward, then again
-/// in reverse order: for members i before j, both of j's reads fall between i's two, so a
-/// bucket in both of i's reads and in either of j's was owned by both at j's read (a bucket is
-/// never lost and won back within microseconds).
-fn overlap(members: &[Member]) -> Option<String> {
-    let forward: Vec<Buckets> = members.iter().map(|m| m.assignor.owned()).collect();
-    let mut reverse: Vec<Buckets> = members.iter().rev().map(|m| m.assignor.owned()).collect();
-    reverse.reverse();
-    for i in 0..members.len() {
-        let held: Buckets = forward[i].intersection(&reverse[i]).copied().collect();
-        for j in i + 1..members.len() {
-            let other: Buckets = forward[j].union(&reverse[j]).copied().collect();
-            let both: Buckets = held.intersection(&other).copied().collect();
-            if !both.is_empty() {
-                return Some(format!(
-                    "buckets {both:?} owned by {} and {}",
-                    members[i].name, members[j].name
-                ));
-            }
-        }
-    }
-    None
 }
 
 /// Walks the log bucket by bucket: returns how many acquisitions followed another member's

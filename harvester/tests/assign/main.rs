@@ -9,5 +9,6 @@
 #[path = "../common/cells.rs"]
 mod cells;
 mod contract;
+mod overlap;
 #[cfg(feature = "etcd")]
 mod rink;

@@ -17,6 +17,8 @@ use harvester::assign::{AssignmentEvent, Assignor, Buckets};
 use parking_lot::Mutex;
 use testkit::names;
 
+use crate::overlap::overlap;
+
 const TTL: Duration = Duration::from_secs(2);
 const B: u16 = 16;
 /// How long a member's logger takes to acknowledge a revocation (a drain).
@@ -80,8 +82,13 @@ impl Rig {
             move || {
                 while !stop.load(Ordering::SeqCst) {
                     let rinks = members.lock().clone();
-                    if let Some(overlap) = overlap(&rinks) {
-                        overlaps.lock().push(overlap);
+                    let owners: Vec<&dyn Assignor> =
+                        rinks.iter().map(|(_, r)| &**r as &dyn Assignor).collect();
+                    if let Some((both, x, y)) = overlap(&owners) {
+                        overlaps.lock().push(format!(
+                            "{both:?} owned by {} and {}",
+                            rinks[x].0, rinks[y].0
+                        ));
                     }
                     *samples.lock() += 1;
                     std::thread::sleep(Duration::from_millis(10));
@@ -350,30 +357,6 @@ impl Drop for Rig {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
     }
-}
-
-/// One sample: each member's `owned()` twice in a row; a bucket is owned twice at once when a
-/// member owned it at both of its reads and another owned it at a read in between.
-fn overlap(rinks: &[(String, Arc<Rink>)]) -> Option<String> {
-    let first: Vec<Buckets> = rinks.iter().map(|(_, r)| r.owned()).collect();
-    let second: Vec<Buckets> = rinks.iter().map(|(_, r)| r.owned()).collect();
-    for x in 0..rinks.len() {
-        let held: Buckets = first[x].intersection(&second[x]).copied().collect();
-        for y in 0..rinks.len() {
-            if x == y {
-                continue;
-            }
-            let between = if y > x { &first[y] } else { &second[y] };
-            let both: Buckets = held.intersection(between).copied().collect();
-            if !both.is_empty() {
-                return Some(format!(
-                    "{both:?} owned by {} and {}",
-                    rinks[x].0, rinks[y].0
-                ));
-            }
-        }
-    }
-    None
 }
 
 async fn lease_of(prefix: &str, name: &str) -> i64 {

@@ -9,6 +9,7 @@ use harvester::assign::{all_buckets, AssignmentEvent, Assignor, Buckets};
 use parking_lot::Mutex;
 
 use super::rig::{Rig, B};
+use crate::overlap::overlap;
 
 /// The bound for what a member does at once (an event after `close()`, the stream's end).
 const PROMPT: Duration = testkit::LOAD_MARGIN;
@@ -86,17 +87,6 @@ fn acknowledge(member: &Arc<dyn Assignor>) {
     });
 }
 
-/// Whether two members owned a bucket at one instant: `a` is read, then `b` twice, then `a`
-/// again; a bucket in both of `a`'s reads and in either of `b`'s was owned by both at `b`'s read
-/// (a bucket is never lost and won back within microseconds). Checked both ways round.
-fn overlap(a: &dyn Assignor, b: &dyn Assignor) -> Option<Buckets> {
-    let (a1, b1, b2, a2) = (a.owned(), b.owned(), b.owned(), a.owned());
-    let held: Buckets = a1.intersection(&a2).copied().collect();
-    let seen: Buckets = b1.union(&b2).copied().collect();
-    let both: Buckets = held.intersection(&seen).copied().collect();
-    (!both.is_empty()).then_some(both)
-}
-
 /// Samples two members every 2 ms on a thread of its own, both ways round, until stopped.
 struct Sampler {
     stop: Arc<AtomicBool>,
@@ -115,7 +105,7 @@ impl Sampler {
             let (stop, samples, found) = (stop.clone(), samples.clone(), found.clone());
             move || {
                 while !stop.load(Ordering::SeqCst) {
-                    if let Some(both) = overlap(&*a, &*b).or_else(|| overlap(&*b, &*a)) {
+                    if let Some((both, _, _)) = overlap(&[&*a, &*b]) {
                         found.lock().get_or_insert(both);
                     }
                     samples.fetch_add(1, Ordering::SeqCst);
