@@ -268,5 +268,10 @@ case "${1:-}" in
   brokers) cmd_brokers "${2:?dir}" ;;
   bootstrap) bootstrap "${2:?dir}" ;;
   tool) shift; cmd_tool "$@" ;;
-  *) echo "usage: $0 fetch|version|up DIR PORT [N]|down DIR|node ACTION DIR I|brokers DIR|bootstrap DIR|tool CLASS ARGS..." >&2; exit 2 ;;
+  # AclCommand once per line of standard input, in one JVM (scripts/kafka/AclShell.java).
+  acl-shell)
+    exec java -Xlog:cds=off -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+      -Dlog4j2.configurationFile="$ROOT/scripts/kafka/tools-log4j2.properties" \
+      -cp "$(classpath)" "$ROOT/scripts/kafka/AclShell.java" ;;
+  *) echo "usage: $0 fetch|version|up DIR PORT [N]|down DIR|node ACTION DIR I|brokers DIR|bootstrap DIR|tool CLASS ARGS...|acl-shell" >&2; exit 2 ;;
 esac

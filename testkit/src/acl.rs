@@ -1,13 +1,17 @@
 //! Kafka ACLs for a test's principal, granted and removed with Kafka's own `AclCommand`
-//! (`scripts/kafka.sh tool`) through the broker's plaintext listener, whose anonymous principal
-//! is a super user. Kafka's tool rather than our own admin calls: the least-privilege test
-//! then grants exactly what the README tells an operator to run, in the same syntax.
+//! through the broker's plaintext listener, whose anonymous principal is a super user. Kafka's
+//! tool rather than our own admin calls: the least-privilege test then grants exactly what the
+//! README tells an operator to run, in the same syntax.
 //!
-//! Each call starts a JVM (about 2 s): a test grants only what it needs, once per resource.
+//! The commands run in one JVM per test process (`scripts/kafka.sh acl-shell`, started on first
+//! use), one at a time: a JVM per command took about 2 s of CPU, and a test changes ACLs
+//! dozens of times.
 
 use std::fmt;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::Command;
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Mutex, PoisonError};
 
 use crate::TestkitError;
 
@@ -187,19 +191,71 @@ fn acl_command(
     Ok(())
 }
 
-/// Runs `AclCommand args`; its standard output.
+/// Runs `AclCommand args` in the process's shell; its standard output.
 fn run(args: &[&str]) -> Result<String, TestkitError> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka.sh");
-    let out = Command::new(script)
-        .args(["tool", "AclCommand"])
-        .args(args)
-        .output()?;
-    if !out.status.success() {
+    if args.iter().any(|a| a.contains(['\t', '\n'])) {
         return Err(TestkitError::Broker(format!(
-            "AclCommand {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
+            "an AclCommand argument holds a tab or a newline: {args:?}"
         )));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    let mut shell = SHELL.lock().unwrap_or_else(PoisonError::into_inner);
+    if shell.is_none() {
+        *shell = Some(Shell::start()?);
+    }
+    let reply = shell.as_mut().map(|s| s.call(args)).expect("started");
+    let (status, printed) = reply.inspect_err(|_| *shell = None)?;
+    if status != 0 {
+        return Err(TestkitError::Broker(format!(
+            "AclCommand {} (exit {status}): {printed}",
+            args.join(" ")
+        )));
+    }
+    Ok(printed)
+}
+
+/// The JVM running `AclCommand` once per request line (`scripts/kafka/AclShell.java`). It ends
+/// when its standard input closes: with this process at the latest.
+static SHELL: Mutex<Option<Shell>> = Mutex::new(None);
+
+struct Shell {
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Shell {
+    fn start() -> Result<Shell, TestkitError> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka.sh");
+        let mut child = Command::new(script)
+            .arg("acl-shell")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(TestkitError::Broker("the ACL shell has no pipes".into()));
+        };
+        Ok(Shell {
+            stdin,
+            stdout: BufReader::new(stdout),
+        })
+    }
+
+    /// One command: its exit status and what it printed.
+    fn call(&mut self, args: &[&str]) -> Result<(i32, String), TestkitError> {
+        writeln!(self.stdin, "{}", args.join("\t"))?;
+        self.stdin.flush()?;
+        let mut header = String::new();
+        self.stdout.read_line(&mut header)?;
+        let parsed = header
+            .trim()
+            .split_once(' ')
+            .and_then(|(s, n)| Some((s.parse::<i32>().ok()?, n.parse::<usize>().ok()?)));
+        let Some((status, len)) = parsed else {
+            return Err(TestkitError::Broker(format!(
+                "the ACL shell answered {header:?} (scripts/kafka.sh acl-shell)"
+            )));
+        };
+        let mut printed = vec![0; len];
+        self.stdout.read_exact(&mut printed)?;
+        Ok((status, String::from_utf8_lossy(&printed).into_owned()))
+    }
 }
