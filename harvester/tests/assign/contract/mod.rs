@@ -4,9 +4,11 @@
 //! variant of `rig::Kind`. What only one assignor does (NELI's partitions, Rink's ranks and
 //! rebalance delay, a lease revoked from outside) stays in its own suite.
 
+mod barrier;
 mod clauses;
 mod rig;
 
+use barrier::*;
 use clauses::*;
 use rig::{Kind, Rig};
 
@@ -29,5 +31,6 @@ crate::contract_cells!(
     [
         a_lone_member_owns_every_bucket_until_it_closes,
         members_never_share_a_bucket_and_hand_over_on_close,
+        a_successor_waits_for_the_barrier,
     ]
 );

@@ -99,6 +99,11 @@ impl Rig {
         testkit::within(self.config("any").succession())
     }
 
+    /// How long a revocation waits for its acknowledgement.
+    pub fn revoke_timeout(&self) -> Duration {
+        self.config("any").revoke_timeout()
+    }
+
     /// How long a closing member may take to report closed, plus the margin.
     pub fn close_bound(&self) -> Duration {
         testkit::within(self.config("any").close_timeout())
