@@ -106,10 +106,6 @@ pub async fn a_successor_waits_for_the_barrier(rig: Rig) {
     .await
     .unwrap();
     for m in &members {
-        m.close();
-        tokio::time::timeout(rig.close_bound(), m.closed())
-            .await
-            .expect("closed in time")
-            .expect("an orderly close is Ok");
+        rig.close(m).await;
     }
 }

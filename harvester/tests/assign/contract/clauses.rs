@@ -158,19 +158,12 @@ pub async fn members_never_share_a_bucket_and_hand_over_on_close(rig: Rig) {
     )
     .await
     .unwrap();
-    tokio::time::timeout(rig.close_bound(), closing.closed())
-        .await
-        .expect("closed in time")
-        .expect("an orderly close is Ok");
+    rig.close(closing).await;
     let (found, samples) = sampler.finish();
     assert!(samples > 0);
     assert_eq!(
         found, None,
         "a bucket owned by both at once ({samples} samples)"
     );
-    staying.close();
-    tokio::time::timeout(rig.close_bound(), staying.closed())
-        .await
-        .expect("closed in time")
-        .expect("an orderly close is Ok");
+    rig.close(staying).await;
 }

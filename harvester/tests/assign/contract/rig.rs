@@ -108,4 +108,13 @@ impl Rig {
     pub fn close_bound(&self) -> Duration {
         testkit::within(self.config("any").close_timeout())
     }
+
+    /// Closes `member` (closing it again changes nothing) and waits for it to report closed.
+    pub async fn close(&self, member: &Arc<dyn Assignor>) {
+        member.close();
+        tokio::time::timeout(self.close_bound(), member.closed())
+            .await
+            .expect("closed in time")
+            .expect("an orderly close is Ok");
+    }
 }

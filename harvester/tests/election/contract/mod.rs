@@ -6,11 +6,13 @@
 
 mod contention;
 mod lifecycle;
+mod outage;
 mod rig;
 mod watch;
 
 use contention::*;
 use lifecycle::*;
+use outage::*;
 use rig::{Kind, Rig};
 
 async fn run<F, Fut>(kind: Kind, clause_name: &str, clause: F)
@@ -35,6 +37,7 @@ crate::contract_cells!(
         contenders_never_lead_at_once_and_terms_are_never_reused,
         a_successor_waits_for_the_barrier,
         an_unacknowledged_revocation_hands_over_at_its_timeout,
+        a_lost_server_fences_the_leader_and_leadership_returns,
     ]
 );
 

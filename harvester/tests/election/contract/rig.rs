@@ -1,6 +1,6 @@
-//! One elector kind set up for a contract clause: a namespace of its own on the shared server,
-//! short timings, and contenders built the way the harvester builds them
-//! (`LeaderConfig::build`).
+//! One elector kind set up for a contract clause: a namespace of its own on the shared server
+//! (or a server of its own, to stop and start: [`Rig::with_own_server`]), short timings, and
+//! contenders built the way the harvester builds them (`LeaderConfig::build`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,8 @@ use harvester::election::nats_kv::NatsKvConfig;
 use harvester::election::neli::NeliConfig;
 use harvester::election::zookeeper::ZooKeeperConfig;
 use harvester::election::Elector;
-use testkit::{coord, Broker};
+use testkit::coord::{self, PrivateServer, Server};
+use testkit::Broker;
 
 /// The electors of the port. Adding one: a variant here, its config in [`Rig::config`], and a
 /// line in the `contract_cells!` list (`contract/mod.rs`). The mock elector leads when its test
@@ -31,6 +32,14 @@ pub struct Rig {
     pub kind: Kind,
     namespace: String,
     kafka: KafkaConfig,
+    own: Option<Own>,
+}
+
+/// A server of the rig's own: a private coordination server, or for NELI a cluster of its own
+/// of the embedded broker (whose brokers can be taken down).
+enum Own {
+    Server(PrivateServer),
+    Cluster(Broker),
 }
 
 impl Rig {
@@ -41,6 +50,47 @@ impl Rig {
             kind,
             namespace,
             kafka,
+            own: None,
+        }
+    }
+
+    /// The same rig on a server of its own, started now.
+    pub fn with_own_server(mut self) -> Rig {
+        let own = tokio::task::block_in_place(|| match self.kind {
+            Kind::Neli => Own::Cluster(Broker::mock().unwrap().isolated(1).unwrap()),
+            Kind::ZooKeeper => Own::Server(PrivateServer::start(Server::ZooKeeper).unwrap()),
+            Kind::NatsKv => Own::Server(PrivateServer::start(Server::Nats).unwrap()),
+            Kind::Etcd => Own::Server(PrivateServer::start(Server::Etcd).unwrap()),
+            Kind::Mock => unreachable!("the mock elector has no server"),
+        });
+        if let Own::Cluster(cluster) = &own {
+            self.kafka = KafkaConfig::with_bootstrap(cluster.bootstrap());
+        }
+        self.own = Some(own);
+        self
+    }
+
+    /// Stops the rig's own server (every broker of its own cluster), keeping its data.
+    pub fn stop_server(&self) {
+        tokio::task::block_in_place(|| match self.own.as_ref().expect("a server of its own") {
+            Own::Server(s) => s.stop().unwrap(),
+            Own::Cluster(c) => c.broker_down(-1).unwrap(),
+        });
+    }
+
+    /// Starts the rig's own server again, on the same address and data.
+    pub fn start_server(&mut self) {
+        tokio::task::block_in_place(|| match self.own.as_mut().expect("a server of its own") {
+            Own::Server(s) => s.restart().unwrap(),
+            Own::Cluster(c) => c.broker_up(-1).unwrap(),
+        });
+    }
+
+    /// The rig's own server's address, or the shared one.
+    fn address(&self, shared: impl FnOnce() -> String) -> String {
+        match &self.own {
+            Some(Own::Server(s)) => s.address().to_owned(),
+            _ => shared(),
         }
     }
 
@@ -58,7 +108,7 @@ impl Rig {
             }
             .into(),
             Kind::ZooKeeper => LeaderConfig::ZooKeeper(ZooKeeperConfig {
-                servers: vec![coord::zookeeper_addr()],
+                servers: vec![self.address(coord::zookeeper_addr)],
                 path: Some(format!("/harvester-tests/{ns}")),
                 session_timeout: Duration::from_secs(3),
                 name,
@@ -66,7 +116,7 @@ impl Rig {
                 ..Default::default()
             }),
             Kind::NatsKv => LeaderConfig::NatsKv(NatsKvConfig {
-                url: coord::nats_url(),
+                url: self.address(coord::nats_url),
                 bucket: ns.clone(),
                 key: Some("leader".into()),
                 ttl: Duration::from_secs(2),
@@ -76,7 +126,7 @@ impl Rig {
                 ..Default::default()
             }),
             Kind::Etcd => LeaderConfig::Etcd(EtcdConfig {
-                endpoints: vec![coord::etcd_endpoint()],
+                endpoints: vec![self.address(coord::etcd_endpoint)],
                 prefix: Some(format!("/harvester-tests/{ns}")),
                 ttl: Duration::from_secs(2),
                 name,
@@ -104,6 +154,14 @@ impl Rig {
             Kind::Mock => Duration::ZERO,
             _ => self.config("any").succession(),
         })
+    }
+
+    /// How long leadership takes to return after the rig's own server came back: what outlived
+    /// the outage (a key, a lease, a session) lapses, then an election, each within the
+    /// succession, and the client's reconnect back-off (shorter at these timings); plus the
+    /// margin.
+    pub fn return_bound(&self) -> Duration {
+        testkit::within(self.config("any").succession() * 3)
     }
 
     /// How long a revocation waits for its acknowledgement.

@@ -12,6 +12,7 @@ struct Seen {
     hold: bool,
     held: Option<Ack>,
     revocations: usize,
+    fences: usize,
 }
 
 /// See the module.
@@ -36,7 +37,7 @@ impl Watch {
                         ack.ack();
                     }
                 }
-                ElectionEvent::Fenced { .. } => {}
+                ElectionEvent::Fenced { .. } => s.fences += 1,
             }
         });
         Watch(seen)
@@ -45,6 +46,11 @@ impl Watch {
     /// Every term acquired so far, in order.
     pub fn terms(&self) -> Vec<Term> {
         self.0.lock().terms.clone()
+    }
+
+    /// How many times leadership lapsed without a barrier (`Fenced`).
+    pub fn fences(&self) -> usize {
+        self.0.lock().fences
     }
 
     /// From now on revocations are held, not acknowledged.
