@@ -26,3 +26,58 @@ macro_rules! contract_cells {
 pub fn namespace(prefix: &str, test: &str) -> String {
     testkit::names::unique(&format!("{prefix}-{test}")).replace('.', "_")
 }
+
+/// A server of a test's own, to stop and start: a private coordination server, or (NELI) a
+/// cluster of its own of the embedded broker, whose brokers can be taken down. Stopped on drop.
+pub enum OwnServer {
+    Server(testkit::coord::PrivateServer),
+    Cluster(testkit::Broker),
+}
+
+impl OwnServer {
+    /// Starts a private `server`.
+    pub fn private(server: testkit::coord::Server) -> OwnServer {
+        tokio::task::block_in_place(|| {
+            OwnServer::Server(testkit::coord::PrivateServer::start(server).unwrap())
+        })
+    }
+
+    /// A cluster of one broker of its own on the embedded broker.
+    pub fn cluster() -> OwnServer {
+        tokio::task::block_in_place(|| {
+            OwnServer::Cluster(testkit::Broker::mock().unwrap().isolated(1).unwrap())
+        })
+    }
+
+    /// A private server's client address.
+    pub fn address(&self) -> Option<&str> {
+        match self {
+            OwnServer::Server(s) => Some(s.address()),
+            OwnServer::Cluster(_) => None,
+        }
+    }
+
+    /// The cluster of the embedded broker.
+    pub fn cluster_of_its_own(&self) -> Option<&testkit::Broker> {
+        match self {
+            OwnServer::Server(_) => None,
+            OwnServer::Cluster(c) => Some(c),
+        }
+    }
+
+    /// Stops it (every broker of the cluster), keeping its data.
+    pub fn stop(&self) {
+        tokio::task::block_in_place(|| match self {
+            OwnServer::Server(s) => s.stop().unwrap(),
+            OwnServer::Cluster(c) => c.broker_down(-1).unwrap(),
+        });
+    }
+
+    /// Starts it again on the same address and data.
+    pub fn start(&mut self) {
+        tokio::task::block_in_place(|| match self {
+            OwnServer::Server(s) => s.restart().unwrap(),
+            OwnServer::Cluster(c) => c.broker_up(-1).unwrap(),
+        });
+    }
+}

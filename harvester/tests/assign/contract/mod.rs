@@ -6,10 +6,12 @@
 
 mod barrier;
 mod clauses;
+mod outage;
 mod rig;
 
 use barrier::*;
 use clauses::*;
+use outage::*;
 use rig::{Kind, Rig};
 
 async fn run<F, Fut>(kind: Kind, clause_name: &str, clause: F)
@@ -32,5 +34,6 @@ crate::contract_cells!(
         a_lone_member_owns_every_bucket_until_it_closes,
         members_never_share_a_bucket_and_hand_over_on_close,
         a_successor_waits_for_the_barrier,
+        a_lost_server_lapses_the_member_and_it_owns_again,
     ]
 );

@@ -1,5 +1,6 @@
 //! One assignor kind set up for a contract clause: a group or prefix of its own on the shared
-//! server, short timings, and members built the way the harvester builds them
+//! server (or a server of its own, to stop and start: [`Rig::with_own_server`]), short
+//! timings, and members built the way the harvester builds them
 //! (`LeaderConfig::build_coordinator`; a single-leader elector becomes `Exclusive`).
 
 use std::sync::Arc;
@@ -11,7 +12,10 @@ use harvester::assign::rink::RinkConfig;
 use harvester::assign::Assignor;
 use harvester::config::{Coordinator, KafkaConfig, LeaderConfig};
 use harvester::election::neli::NeliConfig;
-use testkit::{coord, Broker};
+use testkit::coord::{self, Server};
+use testkit::Broker;
+
+use crate::cells::OwnServer;
 
 /// Buckets of every rig's table.
 pub const B: u16 = 8;
@@ -33,6 +37,7 @@ pub struct Rig {
     pub kind: Kind,
     namespace: String,
     kafka: KafkaConfig,
+    own: Option<OwnServer>,
 }
 
 impl Rig {
@@ -43,7 +48,37 @@ impl Rig {
             kind,
             namespace,
             kafka,
+            own: None,
         }
+    }
+
+    /// The same rig on a server of its own, started now: a private etcd for Rink, a cluster of
+    /// its own of the embedded broker for the NELI kinds (with non-exclusive NELI's leader
+    /// topic: the embedded broker creates a topic it is asked about with 4 partitions).
+    pub async fn with_own_server(mut self) -> Rig {
+        let own = match self.kind {
+            Kind::Rink => OwnServer::private(Server::Etcd),
+            Kind::NeliBuckets | Kind::Exclusive => OwnServer::cluster(),
+        };
+        if let Some(cluster) = own.cluster_of_its_own() {
+            self.kafka = KafkaConfig::with_bootstrap(cluster.bootstrap());
+            if self.kind == Kind::NeliBuckets {
+                let topic = format!("{}.neli-buckets", self.namespace);
+                cluster.create_topic(&topic, i32::from(B)).await.unwrap();
+            }
+        }
+        self.own = Some(own);
+        self
+    }
+
+    /// Stops the rig's own server, keeping its data.
+    pub fn stop_server(&self) {
+        self.own.as_ref().expect("a server of its own").stop();
+    }
+
+    /// Starts the rig's own server again, on the same address and data.
+    pub fn start_server(&mut self) {
+        self.own.as_mut().expect("a server of its own").start();
     }
 
     /// The settings of member `name`: every member of the rig in one group.
@@ -60,7 +95,11 @@ impl Rig {
                 ..Default::default()
             }),
             Kind::Rink => LeaderConfig::Rink(RinkConfig {
-                endpoints: vec![coord::etcd_endpoint()],
+                endpoints: vec![self
+                    .own
+                    .as_ref()
+                    .and_then(OwnServer::address)
+                    .map_or_else(coord::etcd_endpoint, str::to_owned)],
                 prefix: Some(format!("/harvester-tests/{ns}")),
                 name,
                 ttl: Duration::from_secs(2),
@@ -102,6 +141,13 @@ impl Rig {
     /// How long a revocation waits for its acknowledgement.
     pub fn revoke_timeout(&self) -> Duration {
         self.config("any").revoke_timeout()
+    }
+
+    /// How long a member takes to own its buckets again after the rig's own server came back:
+    /// what outlived the outage (a lease, a membership) lapses, then the group settles, each
+    /// within the succession, and the client's reconnect back-off; plus the margin.
+    pub fn return_bound(&self) -> Duration {
+        testkit::within(self.config("any").succession() * 3)
     }
 
     /// How long a closing member may take to report closed, plus the margin.

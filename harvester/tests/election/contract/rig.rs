@@ -12,8 +12,10 @@ use harvester::election::nats_kv::NatsKvConfig;
 use harvester::election::neli::NeliConfig;
 use harvester::election::zookeeper::ZooKeeperConfig;
 use harvester::election::Elector;
-use testkit::coord::{self, PrivateServer, Server};
+use testkit::coord::{self, Server};
 use testkit::Broker;
+
+use crate::cells::OwnServer;
 
 /// The electors of the port. Adding one: a variant here, its config in [`Rig::config`], and a
 /// line in the `contract_cells!` list (`contract/mod.rs`). The mock elector leads when its test
@@ -32,14 +34,7 @@ pub struct Rig {
     pub kind: Kind,
     namespace: String,
     kafka: KafkaConfig,
-    own: Option<Own>,
-}
-
-/// A server of the rig's own: a private coordination server, or for NELI a cluster of its own
-/// of the embedded broker (whose brokers can be taken down).
-enum Own {
-    Server(PrivateServer),
-    Cluster(Broker),
+    own: Option<OwnServer>,
 }
 
 impl Rig {
@@ -56,41 +51,35 @@ impl Rig {
 
     /// The same rig on a server of its own, started now.
     pub fn with_own_server(mut self) -> Rig {
-        let own = tokio::task::block_in_place(|| match self.kind {
-            Kind::Neli => Own::Cluster(Broker::mock().unwrap().isolated(1).unwrap()),
-            Kind::ZooKeeper => Own::Server(PrivateServer::start(Server::ZooKeeper).unwrap()),
-            Kind::NatsKv => Own::Server(PrivateServer::start(Server::Nats).unwrap()),
-            Kind::Etcd => Own::Server(PrivateServer::start(Server::Etcd).unwrap()),
+        let own = match self.kind {
+            Kind::Neli => OwnServer::cluster(),
+            Kind::ZooKeeper => OwnServer::private(Server::ZooKeeper),
+            Kind::NatsKv => OwnServer::private(Server::Nats),
+            Kind::Etcd => OwnServer::private(Server::Etcd),
             Kind::Mock => unreachable!("the mock elector has no server"),
-        });
-        if let Own::Cluster(cluster) = &own {
+        };
+        if let Some(cluster) = own.cluster_of_its_own() {
             self.kafka = KafkaConfig::with_bootstrap(cluster.bootstrap());
         }
         self.own = Some(own);
         self
     }
 
-    /// Stops the rig's own server (every broker of its own cluster), keeping its data.
+    /// Stops the rig's own server, keeping its data.
     pub fn stop_server(&self) {
-        tokio::task::block_in_place(|| match self.own.as_ref().expect("a server of its own") {
-            Own::Server(s) => s.stop().unwrap(),
-            Own::Cluster(c) => c.broker_down(-1).unwrap(),
-        });
+        self.own.as_ref().expect("a server of its own").stop();
     }
 
     /// Starts the rig's own server again, on the same address and data.
     pub fn start_server(&mut self) {
-        tokio::task::block_in_place(|| match self.own.as_mut().expect("a server of its own") {
-            Own::Server(s) => s.restart().unwrap(),
-            Own::Cluster(c) => c.broker_up(-1).unwrap(),
-        });
+        self.own.as_mut().expect("a server of its own").start();
     }
 
     /// The rig's own server's address, or the shared one.
     fn address(&self, shared: impl FnOnce() -> String) -> String {
-        match &self.own {
-            Some(Own::Server(s)) => s.address().to_owned(),
-            _ => shared(),
+        match self.own.as_ref().and_then(OwnServer::address) {
+            Some(own) => own.to_owned(),
+            None => shared(),
         }
     }
 
