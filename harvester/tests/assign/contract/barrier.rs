@@ -98,13 +98,8 @@ pub async fn a_successor_waits_for_the_barrier(rig: Rig) {
     )
     .await;
     watches[closing].release();
-    testkit::wait_for(
-        "the other owns every bucket",
-        rig.settle_bound() * 2,
-        || async { staying.owned() == all },
-    )
-    .await
-    .unwrap();
+    rig.owns_every_bucket(staying, "the other owns every bucket")
+        .await;
     for m in &members {
         rig.close(m).await;
     }

@@ -151,13 +151,8 @@ pub async fn members_never_share_a_bucket_and_hand_over_on_close(rig: Rig) {
     // The member owning bucket 0 closes (the exclusive assignor's leader: every bucket).
     let (closing, staying) = if a.owns(0) { (&a, &b) } else { (&b, &a) };
     closing.close();
-    testkit::wait_for(
-        "the other owns every bucket",
-        rig.settle_bound() * 2,
-        || async { staying.owned() == all },
-    )
-    .await
-    .unwrap();
+    rig.owns_every_bucket(staying, "the other owns every bucket")
+        .await;
     rig.close(closing).await;
     let (found, samples) = sampler.finish();
     assert!(samples > 0);

@@ -38,7 +38,7 @@ pub async fn a_lost_server_lapses_the_member_and_it_owns_again(rig: Rig) {
     .await
     .unwrap();
 
-    rig.stop_server();
+    rig.own_server().stop();
     let stopped = Instant::now();
     testkit::wait_until("it owns nothing", stopped + rig.settle_bound(), || async {
         member.owned().is_empty()
@@ -51,7 +51,7 @@ pub async fn a_lost_server_lapses_the_member_and_it_owns_again(rig: Rig) {
     .await
     .unwrap();
 
-    rig.start_server();
+    rig.own_server().start();
     testkit::wait_for("every bucket owned again", rig.return_bound(), || async {
         member.owned() == all
     })

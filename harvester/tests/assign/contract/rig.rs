@@ -71,14 +71,9 @@ impl Rig {
         self
     }
 
-    /// Stops the rig's own server, keeping its data.
-    pub fn stop_server(&self) {
-        self.own.as_ref().expect("a server of its own").stop();
-    }
-
-    /// Starts the rig's own server again, on the same address and data.
-    pub fn start_server(&mut self) {
-        self.own.as_mut().expect("a server of its own").start();
+    /// The rig's own server, to stop and start ([`Rig::with_own_server`] first).
+    pub fn own_server(&mut self) -> &mut OwnServer {
+        self.own.as_mut().expect("a server of its own")
     }
 
     /// The settings of member `name`: every member of the rig in one group.
@@ -153,6 +148,16 @@ impl Rig {
     /// How long a closing member may take to report closed, plus the margin.
     pub fn close_bound(&self) -> Duration {
         testkit::within(self.config("any").close_timeout())
+    }
+
+    /// Waits (twice the settling bound) until `member` owns every bucket.
+    pub async fn owns_every_bucket(&self, member: &Arc<dyn Assignor>, what: &str) {
+        let all = harvester::assign::all_buckets(B);
+        testkit::wait_for(what, self.settle_bound() * 2, || async {
+            member.owned() == all
+        })
+        .await
+        .unwrap();
     }
 
     /// Closes `member` (closing it again changes nothing) and waits for it to report closed.

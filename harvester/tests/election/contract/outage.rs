@@ -21,7 +21,7 @@ pub async fn a_lost_server_fences_the_leader_and_leadership_returns(rig: Rig) {
     .unwrap();
     let first = watch.terms()[0];
 
-    rig.stop_server();
+    rig.own_server().stop();
     let stopped = Instant::now();
     testkit::wait_until(
         "the leader stops leading",
@@ -34,7 +34,7 @@ pub async fn a_lost_server_fences_the_leader_and_leadership_returns(rig: Rig) {
         .await
         .unwrap();
 
-    rig.start_server();
+    rig.own_server().start();
     testkit::wait_for("leading again", rig.return_bound(), || async {
         elector.is_leader() && watch.terms().len() >= 2
     })

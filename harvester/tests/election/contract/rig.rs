@@ -65,14 +65,9 @@ impl Rig {
         self
     }
 
-    /// Stops the rig's own server, keeping its data.
-    pub fn stop_server(&self) {
-        self.own.as_ref().expect("a server of its own").stop();
-    }
-
-    /// Starts the rig's own server again, on the same address and data.
-    pub fn start_server(&mut self) {
-        self.own.as_mut().expect("a server of its own").start();
+    /// The rig's own server, to stop and start ([`Rig::with_own_server`] first).
+    pub fn own_server(&mut self) -> &mut OwnServer {
+        self.own.as_mut().expect("a server of its own")
     }
 
     /// The rig's own server's address, or the shared one.
