@@ -137,11 +137,15 @@ class Runner:
         t0 = time.monotonic()
         with self.print_lock:
             print(f"== [{self.elapsed()}] started {b.rerun()}", flush=True)
-        with tempfile.TemporaryFile() as out:
-            rc = subprocess.call([b.exe, *self.args], cwd=b.package_dir, env=env,
-                                 stdout=out, stderr=subprocess.STDOUT)
-            out.seek(0)
-            text = out.read().decode("utf-8", "replace")
+        try:
+            with tempfile.TemporaryFile() as out:
+                rc = subprocess.call([b.exe, *self.args], cwd=b.package_dir, env=env,
+                                     stdout=out, stderr=subprocess.STDOUT)
+                out.seek(0)
+                text = out.read().decode("utf-8", "replace")
+        except OSError as e:
+            # A binary that cannot be started is a failure, never a binary left out.
+            rc, text = 1, f"test-run: cannot run {b.exe}: {e}\n"
         exe = os.path.relpath(b.exe, self.root)
         with self.print_lock:
             print(f"     Running {b.header} ({exe})", flush=True)

@@ -124,6 +124,7 @@ async fn drain(
     let mut max_lag = 0u64;
     let ended_by = loop {
         let now = Instant::now();
+        let mut nap = Duration::from_millis(50);
         match watch {
             Watch::Verifier(receiver) => {
                 let unique = receiver.unique();
@@ -160,6 +161,7 @@ async fn drain(
                         break DrainEnd::Emptied;
                     }
                 }
+                nap = nap.min(outbox_poll(first_purge.is_some(), acked, committed));
             }
         }
         let p = progress();
@@ -172,11 +174,6 @@ async fn drain(
         if now.duration_since(start) >= cap {
             break DrainEnd::Cap;
         }
-        let nap = match watch {
-            Watch::Outbox => outbox_poll(first_purge.is_some(), published(), committed)
-                .min(Duration::from_millis(50)),
-            Watch::Verifier(_) => Duration::from_millis(50),
-        };
         tokio::time::sleep(nap).await;
     };
     let drained = Drain {

@@ -49,11 +49,11 @@ impl OwnServer {
         })
     }
 
-    /// A private server's client address.
-    pub fn address(&self) -> Option<&str> {
-        match self {
-            OwnServer::Server(s) => Some(s.address()),
-            OwnServer::Cluster(_) => None,
+    /// The client address of `own` when it is a private server, else the shared one.
+    pub fn address_or(own: Option<&OwnServer>, shared: impl FnOnce() -> String) -> String {
+        match own {
+            Some(OwnServer::Server(s)) => s.address().to_owned(),
+            _ => shared(),
         }
     }
 

@@ -90,11 +90,10 @@ impl Rig {
                 ..Default::default()
             }),
             Kind::Rink => LeaderConfig::Rink(RinkConfig {
-                endpoints: vec![self
-                    .own
-                    .as_ref()
-                    .and_then(OwnServer::address)
-                    .map_or_else(coord::etcd_endpoint, str::to_owned)],
+                endpoints: vec![OwnServer::address_or(
+                    self.own.as_ref(),
+                    coord::etcd_endpoint,
+                )],
                 prefix: Some(format!("/harvester-tests/{ns}")),
                 name,
                 ttl: Duration::from_secs(2),

@@ -70,14 +70,6 @@ impl Rig {
         self.own.as_mut().expect("a server of its own")
     }
 
-    /// The rig's own server's address, or the shared one.
-    fn address(&self, shared: impl FnOnce() -> String) -> String {
-        match self.own.as_ref().and_then(OwnServer::address) {
-            Some(own) => own.to_owned(),
-            None => shared(),
-        }
-    }
-
     /// The settings of contender `name`: every contender of the rig in one election.
     pub fn config(&self, name: &str) -> LeaderConfig {
         let name = Some(name.to_owned());
@@ -92,7 +84,10 @@ impl Rig {
             }
             .into(),
             Kind::ZooKeeper => LeaderConfig::ZooKeeper(ZooKeeperConfig {
-                servers: vec![self.address(coord::zookeeper_addr)],
+                servers: vec![OwnServer::address_or(
+                    self.own.as_ref(),
+                    coord::zookeeper_addr,
+                )],
                 path: Some(format!("/harvester-tests/{ns}")),
                 session_timeout: Duration::from_secs(3),
                 name,
@@ -100,7 +95,7 @@ impl Rig {
                 ..Default::default()
             }),
             Kind::NatsKv => LeaderConfig::NatsKv(NatsKvConfig {
-                url: self.address(coord::nats_url),
+                url: OwnServer::address_or(self.own.as_ref(), coord::nats_url),
                 bucket: ns.clone(),
                 key: Some("leader".into()),
                 ttl: Duration::from_secs(2),
@@ -110,7 +105,10 @@ impl Rig {
                 ..Default::default()
             }),
             Kind::Etcd => LeaderConfig::Etcd(EtcdConfig {
-                endpoints: vec![self.address(coord::etcd_endpoint)],
+                endpoints: vec![OwnServer::address_or(
+                    self.own.as_ref(),
+                    coord::etcd_endpoint,
+                )],
                 prefix: Some(format!("/harvester-tests/{ns}")),
                 ttl: Duration::from_secs(2),
                 name,
