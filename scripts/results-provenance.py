@@ -1,29 +1,38 @@
 #!/usr/bin/env python3
-"""Inventory of the bench reports under results/, and a check that RESULTS.md and README.md
-state only figures a report of a committed tree backs.
+"""Inventory of the bench reports under results/, and a check that RESULTS.md, the write-ups it
+indexes and README.md state only figures a report of a committed tree backs.
 
-RESULTS.md is only evidence where a report of a committed tree backs each figure, on the machine
-and broker the report records; README.md quotes RESULTS.md. This script makes both checkable
-instead of a matter of trust.
+RESULTS.md is an index: the current claims, and a list of studies, each written up in the
+README.md of the directory under results/ that holds its reports (results/notes-*/ and
+results/history/ for text with no report directory of its own). The index and the write-ups are
+only evidence where a report of a committed tree backs each figure, on the machine and broker
+the report records; README.md quotes them. This script makes all three checkable instead of a
+matter of trust.
 
 A report is a file the bench wrote with its provenance: a Markdown report whose header carries
 `- commit:` and `- machine:` lines (`bench run`, `bench tune`, `bench versus`, and command logs
 recorded with `scripts/record.sh`), or a JSON-lines report whose first line is
 `{"provenance": ...}` and which has no Markdown report of the same run beside it. Everything else
-under results/ (plots, logs, console captures, scenario files) carries no provenance of its own
-and cannot back a figure.
+under results/ (plots, logs, console captures, scenario files, and every README.md: a write-up)
+carries no provenance of its own and cannot back a figure.
 
-RESULTS.md cites its evidence with lines of this form, one or more per section:
+RESULTS.md and each write-up (results/**/README.md) cite their evidence with lines of this form,
+one or more per section; a path is relative to the repository's root wherever the line is (in
+the index or in a write-up), as is every `results/...` path the check reads:
 
     Source: `results/DIR/RUN.md` (commit C; 2 cores, CPU; broker B)
 
 A cited path may be a directory (ending in `/`): every report in it, recursively. The check
 fails (exit 1) when a Source line cites a path that is missing, holds no report, holds a report
 made from a tree with uncommitted changes, or does not name each cited report's commit, CPU,
-cores and broker as the report records them. A section whose figures no clean report backs
-carries a line starting `> Unbacked:` instead; the paths it names need only exist, and a
-section that names a dirty report anywhere must carry one. Every `##` and `###` section needs a
-Source line, an Unbacked line, or `> No figures.` of its own.
+cores and broker as the report records them (one line may cite several paths; it must then
+name the facts of all their reports). A section whose figures no clean report backs carries a
+line starting `> Unbacked:` instead; the paths it names need only exist, and a section that
+names a dirty report anywhere must carry one. Every `##` and `###` section of the index and of
+each write-up needs a Source line, an Unbacked line, or `> No figures.` of its own. A Markdown
+link there is resolved from its file's directory, as a viewer resolves it, and must name a file
+that exists and, with a `#fragment`, one of that file's headings (GitHub's anchor for it): the
+index leads to the write-ups, and each write-up to the index and to what supersedes it.
 
 A section states a figure machine-checkably with a Figure line, which the check compares with
 the report's own value (a Source line only says which reports a section read):
@@ -47,10 +56,12 @@ as on Source lines; its reports must be clean and cited by the section's Source 
 matches within the rounding of its printed decimals (34,934 within 0.5; 0.67 within 0.005).
 
 README.md is read too. Its blocks (a paragraph, a list item, a table row, a heading; fenced code
-is not read) that state a measured figure must cite a RESULTS.md section as `RESULTS.md "Title"`
-(the title or its start, unique among the `##`/`###` titles), and each such figure must appear
-in the text of one of the sections cited (its title, body, Source and Figure lines) and not in
-its Unbacked lines; a cited section must have a clean Source line and must not be withdrawn.
+is not read) that state a measured figure must cite a section as `RESULTS.md "Title"` (the title
+or its start, unique among the `##`/`###` titles of the index and of every write-up: a section
+keeps its title when it moves out of the index) or as `results/DIR/README.md "Title"` (among
+that write-up's titles), and each such figure must appear in the text of one of the sections
+cited (its title, body, Source and Figure lines) and not in its Unbacked lines; a cited section
+must have a clean Source line and must not be withdrawn.
 A figure is found as written after normalising thousands separators, `×`/`x`, dashes and the
 minus sign; a range ("8.5-9.0 s") as written or by both its ends; an integer below 100 only
 beside its unit ("3 %"), and an abbreviation ("27.9k") also as the number it rounds. The count

@@ -1,6 +1,7 @@
 """Unit tests of scripts/results-provenance.py (its modules under scripts/provenance/): what it
-counts as a measured figure in README, how it finds one in a RESULTS.md section, and how it
-parses and compares a Figure line.
+counts as a measured figure in README, how it finds one in a section of RESULTS.md or of a
+write-up, how it parses and compares a Figure line, and how it reads the index and the
+write-ups under results/ (their sections, Source and Figure lines, and links).
 
 Run: python3 -B -m unittest discover -s scripts -p 'test_results_provenance.py' (and by
 `scripts/results-provenance.py --check`, which CI runs); -B, since discover imports
@@ -9,6 +10,8 @@ scripts/provenance/ and this file before either can turn bytecode off.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 import tempfile
 import unittest
@@ -22,10 +25,11 @@ if HERE not in sys.path:
 # after the lines above, which they need
 from provenance import reports  # noqa: E402
 from provenance.figures import aggregate, agrees, check_figure, parse_figure  # noqa: E402
+from provenance.links import slug  # noqa: E402
 from provenance.measured import Figure, block_figures, canon, figure_found, prose  # noqa: E402
 from provenance.readme import Block, check_block, readme_blocks, resolve  # noqa: E402
 from provenance.report_values import number_in, table_value  # noqa: E402
-from provenance.sections import Section  # noqa: E402
+from provenance.sections import Section, check, write_ups  # noqa: E402
 
 
 def tokens(text: str) -> list[str]:
@@ -168,6 +172,17 @@ class Citations(unittest.TestCase):
         doubted = Block(9, 'p99 2.2 s (RESULTS.md "Backed in part")')
         self.assertIn("Unbacked", check_block(doubted, [section], [])[0][0])
 
+    def test_a_write_up_keeps_its_titles_and_can_be_named(self):
+        sections = [Section(1, "Current claims"),
+                    Section(9, "Fillfactor 50 (issue 52): HOT", file="results/ff/README.md"),
+                    Section(4, "Fillfactor 70", file="results/old/README.md")]
+        self.assertEqual(resolve("Fillfactor 50", sections).file, "results/ff/README.md")
+        self.assertEqual(resolve("Fillfactor", sections, "results/old/README.md").line, 4)
+        self.assertIn("no section of results/old/README.md",
+                      resolve("Fillfactor 50", sections, "results/old/README.md"))
+        block = Block(2, 'as results/ff/README.md "Fillfactor 50" says')
+        self.assertEqual(check_block(block, sections, []), ([], 0, 0))
+
     def test_a_section_without_clean_source_cannot_back(self):
         section = Section(5, "History", backed=["drain 41,000 rec/s"])
         block = Block(9, 'drained 41,000 rec/s (RESULTS.md "History")')
@@ -280,6 +295,74 @@ class Cells(unittest.TestCase):
         unsourced = check_figure(f'Figure: 0.67 = "x lower ceiling" of drain in `{rel}`',
                                  "here", Section(1, "s"), by_path)
         self.assertIn("no clean Source line", unsourced[0])
+
+
+WRITE_UP = """# A study
+
+Moved from [the index](../../RESULTS.md).
+
+## Drain at 34,934 rec/s (issue 1)
+
+Source: `results/q/r.md` (commit abc1234; 2 cores, AMD EPYC; broker unrecorded)
+
+Figure: 34,934 rec/s = "drain rec/s" of drain in `results/q/r.md`
+
+## No report here
+
+Superseded by [the first](#drain-at-34934-recs-issue-1) and [nothing](../gone/README.md).
+"""
+
+INDEX = """# Results
+
+| study | status |
+|---|---|
+| [Drain](results/q/README.md#drain-at-34934-recs-issue-1) | current |
+| [Missing](results/q/README.md#no-such-heading) | superseded |
+
+## Studies
+
+> No figures.
+"""
+
+
+class WriteUps(unittest.TestCase):
+    def test_slugs_as_github_makes_them(self):
+        self.assertEqual(slug("`bench tune` against an interleaved control (issue 52)"),
+                         "bench-tune-against-an-interleaved-control-issue-52")
+        self.assertEqual(slug("Capacity: 10M rows at 34,718 rec/s, verified"),
+                         "capacity-10m-rows-at-34718-recs-verified")
+        self.assertEqual(slug("Snapshot mode (issue 18): drain 1.80× MP/R"),
+                         "snapshot-mode-issue-18-drain-180-mpr")
+
+    def test_the_index_and_the_write_ups_are_checked_alike(self):
+        root = reports.ROOT
+        with tempfile.TemporaryDirectory() as tmp:
+            reports.ROOT = Path(tmp)  # a tree of its own: nothing is written under results/
+            try:
+                (reports.ROOT / "results" / "q").mkdir(parents=True)
+                (reports.ROOT / "results" / "q" / "r.md").write_text(REPORT)
+                (reports.ROOT / "results" / "q" / "README.md").write_text(WRITE_UP)
+                (reports.ROOT / "RESULTS.md").write_text(INDEX)
+                files = write_ups()
+                self.assertEqual([str(f.relative_to(reports.ROOT)) for f in files],
+                                 ["RESULTS.md", "results/q/README.md"])
+                found, others, _ = reports.inventory()
+                self.assertEqual([r.path for r in found], ["results/q/r.md"])
+                self.assertIn("results/q/README.md", others)
+                with contextlib.redirect_stdout(io.StringIO()):  # its counts: not this test's
+                    problems, sections = check(files, found)
+            finally:
+                reports.ROOT = root
+        self.assertEqual([(s.file, s.line) for s in sections],
+                         [("RESULTS.md", 8), ("results/q/README.md", 5),
+                          ("results/q/README.md", 11)])
+        self.assertEqual(sorted(problems), [
+            "RESULTS.md:6: link to results/q/README.md#no-such-heading: no heading "
+            "#no-such-heading in results/q/README.md",
+            "results/q/README.md:11: section 'No report here' has no Source, Unbacked or "
+            "'No figures.' line",
+            "results/q/README.md:13: link to ../gone/README.md: ../gone/README.md is missing"])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .readme import check_readme
 from .reports import ROOT, Report, inventory, reports_at
-from .sections import check
+from .sections import check, write_ups
 
 
 def print_inventory(reports: list[Report], others: list[str], companions: int) -> None:
@@ -78,7 +78,7 @@ def main(description: str) -> int:
     if not (args.check or args.figures):
         print_inventory(reports, others, companions)
         print()
-    problems, sections = check(ROOT / "RESULTS.md", reports)
+    problems, sections = check(write_ups(), reports)
     problems += check_readme(ROOT / "README.md", sections, args.figures)
     problems += unit_tests()
     for problem in problems:

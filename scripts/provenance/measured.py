@@ -1,7 +1,7 @@
 """What counts as a measured figure in README prose, and whether such a figure is in a
-section's text. README may quote only what RESULTS.md backs, so the check must tell a
-measurement from a setting or a bound without anyone marking it; the rules (units only
-measurements carry, limits, durations) are stated in the docstring of
+section's text. README may quote only what RESULTS.md and its write-ups back, so the check
+must tell a measurement from a setting or a bound without anyone marking it; the rules (units
+only measurements carry, limits, durations) are stated in the docstring of
 scripts/results-provenance.py and implemented here.
 """
 
@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-CITATION = re.compile(r'(?<!`)RESULTS\.md,?\s+"([^"]+)"')  # in backticks: an example
+# `RESULTS.md "Title"` (a section of the index or of any write-up it leads to) or
+# `results/DIR/README.md "Title"` (a section of that write-up); in backticks: an example
+CITATION = re.compile(r'(?<![`/\w])(RESULTS\.md|results/[\w./-]+/README\.md),?\s+"([^"]+)"')
 DASHES = "\u2010\u2011\u2012\u2013\u2014\u2212"
 NUM = r"\d+(?:\.\d+)?k?"
 RNG = rf"{NUM}(?: ?- ?{NUM})?"

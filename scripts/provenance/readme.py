@@ -1,6 +1,7 @@
-"""README.md's rule: a block that states a measured figure cites the RESULTS.md sections that
-back it, and each figure is in one of them. README is what most readers see, so every number
-it presents as measured must lead back to a clean report through RESULTS.md.
+"""README.md's rule: a block that states a measured figure cites the sections that back it
+(sections of RESULTS.md, the index, or of the write-ups under results/ it leads to), and each
+figure is in one of them. README is what most readers see, so every number it presents as
+measured must lead back to a clean report through RESULTS.md.
 """
 
 from __future__ import annotations
@@ -44,16 +45,21 @@ def readme_blocks(text: str) -> list[Block]:
     return blocks
 
 
-def resolve(cited: str, sections: list[Section]) -> Section | str:
-    """The section a README citation names: its whole title, or the one title it starts."""
+def resolve(cited: str, sections: list[Section], file: str = "RESULTS.md") -> Section | str:
+    """The section a README citation names: its whole title, or the one title it starts.
+    `RESULTS.md "Title"` looks in RESULTS.md and every write-up (a section keeps its title
+    when it moves out of the index); `results/DIR/README.md "Title"` in that write-up only."""
     cited = canon(cited).strip()
+    if file != "RESULTS.md":
+        sections = [s for s in sections if s.file == file]
     exact = [s for s in sections if canon(s.title) == cited]
     starts = [s for s in sections if canon(s.title).startswith(cited)
               and not canon(s.title)[len(cited):][:1].isalnum()]
     if exact or len(starts) == 1:
         return (exact or starts)[0]
     if not starts:
-        return "names no section of RESULTS.md"
+        where = "RESULTS.md or its write-ups" if file == "RESULTS.md" else file
+        return f"names no section of {where}"
     return "names " + " and ".join(f"'{s.title}'" for s in starts) + ": cite more of one title"
 
 
@@ -81,12 +87,12 @@ def opted_out(text: str) -> bool:
 
 
 def citations(block: Block, sections: list[Section]) -> tuple[list[Section], list[str]]:
-    """The RESULTS.md sections a README block cites, and the citations that name none."""
+    """The sections a README block cites, and the citations that name none."""
     cited, problems = [], []
-    for title in CITATION.findall(canon(block.text)):
-        section = resolve(title, sections)
+    for file, title in CITATION.findall(canon(block.text)):
+        section = resolve(title, sections, file)
         if isinstance(section, str):
-            problems.append(f'README.md:{block.line}: RESULTS.md "{title}" {section}')
+            problems.append(f'README.md:{block.line}: {file} "{title}" {section}')
         else:
             cited.append(section)
     return cited, problems

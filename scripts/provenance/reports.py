@@ -109,7 +109,7 @@ def inventory() -> tuple[list[Report], list[str], int]:
     reports, others, md_runs, companions = [], [], set(), 0
     files = sorted(p for p in (ROOT / "results").rglob("*") if p.is_file())
     for path in files:
-        if path.suffix == ".md":
+        if path.suffix == ".md" and path.name != "README.md":  # a write-up, never a report
             report = markdown_report(path)
             if report:
                 reports.append(report)

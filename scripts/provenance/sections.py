@@ -1,7 +1,10 @@
-"""RESULTS.md read section by section: a figure there is evidence only where the section says
-which clean reports it read (Source lines), or says that none backs it (Unbacked), or that it
-states none. What a section may be quoted for in README is decided here too, since it depends
-on the same lines.
+"""RESULTS.md and the write-ups it indexes (results/**/README.md) read section by section: a
+figure there is evidence only where the section says which clean reports it read (Source
+lines), or says that none backs it (Unbacked), or that it states none. What a section may be
+quoted for in README is decided here too, since it depends on the same lines.
+
+Every path a Source, Figure or other line cites (`results/...`) is relative to the repository's
+root, in the index and in a write-up alike, so that a section reads the same wherever it is.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import reports
 from .figures import check_figure
+from .links import check_links
 from .reports import Report, exists, reports_at
 
 CITED = re.compile(r"`(results/[^`\s]*)`")
@@ -18,9 +23,9 @@ CITED = re.compile(r"`(results/[^`\s]*)`")
 
 @dataclass
 class Section:
-    """A `##` or `###` section of RESULTS.md: its markers, which reports its clean Source lines
-    cite (what its Figure lines may read), and its text apart from its Unbacked and Withdrawn
-    quotes (what README may quote from it)."""
+    """A `##` or `###` section of RESULTS.md or of a write-up: its markers, which reports its
+    clean Source lines cite (what its Figure lines may read), its text apart from its Unbacked
+    and Withdrawn quotes (what README may quote from it), and the file that holds it."""
 
     line: int
     title: str
@@ -33,6 +38,7 @@ class Section:
     backed: list = field(default_factory=list)
     unbacked_text: list = field(default_factory=list)
     figures: list = field(default_factory=list)
+    file: str = "RESULTS.md"
 
     def citable(self) -> str | None:
         """Why README may not quote this section, or None when it may."""
@@ -82,17 +88,26 @@ def note_line(section: Section, line: str, quote: str | None) -> str | None:
     return quote
 
 
+def write_ups() -> list[Path]:
+    """The files the check reads section by section: RESULTS.md, the index, then every
+    write-up under results/ (a README.md), in path order."""
+    found = sorted(p for p in (reports.ROOT / "results").rglob("README.md") if p.is_file())
+    return [reports.ROOT / "RESULTS.md"] + found
+
+
 def parse_results(results_md: Path, by_path: dict[str, Report]) -> tuple[list[Section],
                                                                            list[str], int]:
-    """RESULTS.md's sections with what they cite, the problems of its Source lines and paths,
-    and how many Source lines it has."""
+    """A file's sections with what they cite (the first, "preamble", is the text before its
+    first section), the problems of its Source lines and paths, and how many Source lines it
+    has."""
     problems: list[str] = []
-    sections: list[Section] = [Section(0, "preamble")]
+    name = str(results_md.relative_to(reports.ROOT))
+    sections: list[Section] = [Section(0, "preamble", file=name)]
     sources, quote = 0, None
     for number, line in enumerate(results_md.read_text().splitlines(), 1):
-        where = f"RESULTS.md:{number}"
+        where = f"{name}:{number}"
         if re.match(r"^#{2,3} ", line):
-            sections.append(Section(number, line.lstrip("# ").strip()))
+            sections.append(Section(number, line.lstrip("# ").strip(), file=name))
             sections[-1].backed.append(sections[-1].title)
             quote = None
             continue
@@ -122,24 +137,46 @@ def parse_results(results_md: Path, by_path: dict[str, Report]) -> tuple[list[Se
     return sections, problems, sources
 
 
-def check(results_md: Path, reports: list[Report]) -> tuple[list[str], list[Section]]:
-    """Problems with RESULTS.md's citations and Figure lines, and its sections."""
-    by_path = {r.path: r for r in reports}
-    sections, problems, sources = parse_results(results_md, by_path)
+def check_file(path: Path, by_path: dict[str, Report]) -> tuple[list[str], list[Section],
+                                                                 int, int]:
+    """Problems with one file's citations, Figure lines and links; its sections; how many
+    Source lines and links it has."""
+    sections, problems, sources = parse_results(path, by_path)
     sections = sections[1:]
     for s in sections:
+        where = f"{s.file}:{s.line}: section '{s.title}'"
         if not s.marked:
-            problems.append(f"RESULTS.md:{s.line}: section '{s.title}' has no Source, "
-                            "Unbacked or 'No figures.' line")
+            problems.append(f"{where} has no Source, Unbacked or 'No figures.' line")
         if s.dirty_mentions and not s.unbacked:
-            problems.append(f"RESULTS.md:{s.line}: section '{s.title}' names reports made from "
-                            f"a dirty tree ({s.dirty_mentions[0]}, ...) without an Unbacked line")
+            problems.append(f"{where} names reports made from a dirty tree "
+                            f"({s.dirty_mentions[0]}, ...) without an Unbacked line")
         for number, line in s.figures:
-            problems += check_figure(line, f"RESULTS.md:{number}: section '{s.title}'", s,
+            problems += check_figure(line, f"{s.file}:{number}: section '{s.title}'", s,
                                      by_path)
+    broken, links = check_links(path)
+    return problems + broken, sections, sources, links
+
+
+def summary(label: str, sections: list[Section], sources: int, links: int) -> str:
     unbacked = sum(s.unbacked for s in sections)
     figures = sum(len(s.figures) for s in sections)
-    print(f"RESULTS.md: {len(sections)} sections, {sources} Source lines, "
-          f"{unbacked} sections with an Unbacked line, {figures} Figure lines compared with "
-          "their reports")
+    return (f"{label}: {len(sections)} sections, {sources} Source lines, {unbacked} sections "
+            f"with an Unbacked line, {figures} Figure lines compared with their reports, "
+            f"{links} links")
+
+
+def check(files: list[Path], found: list[Report]) -> tuple[list[str], list[Section]]:
+    """Problems with the citations, Figure lines and links of RESULTS.md and the write-ups
+    (`files`, RESULTS.md first) against the reports `found`, and all their sections,
+    RESULTS.md's first."""
+    by_path = {r.path: r for r in found}
+    problems, sections, sources, links = [], [], 0, 0
+    for number, path in enumerate(files):
+        in_problems, in_file, file_sources, file_links = check_file(path, by_path)
+        if number == 0:
+            print(summary(path.name, in_file, file_sources, file_links))
+        problems, sections = problems + in_problems, sections + in_file
+        sources, links = sources + file_sources, links + file_links
+    print(summary(f"RESULTS.md and the {len(files) - 1} README.md files under results/ "
+                  "(write-ups)", sections, sources, links))
     return problems, sections
