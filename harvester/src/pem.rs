@@ -26,7 +26,8 @@ pub(crate) fn ensure_crypto_provider() {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientTls {
-    /// The CA certificate(s) to trust (PEM).
+    /// The CA certificate(s) to trust (PEM). Default none; etcd's and Rink's `tls` requires it
+    /// (no system roots are used), NATS adds it to the webpki roots it carries.
     pub ca: Option<PathBuf>,
     /// This client's certificate (PEM), with `key`. Default none.
     pub cert: Option<PathBuf>,

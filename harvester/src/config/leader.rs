@@ -26,7 +26,9 @@ use crate::error::ConfigProblem;
 use crate::kafka::KafkaConfig;
 use crate::Result;
 
-/// The leader elector and its settings.
+/// The leader elector and its settings: `kind` names it, and `"neli"` when left out (so files
+/// written before there was a choice, and goharvest's, keep working); the other fields are that
+/// kind's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]

@@ -12,7 +12,9 @@ mod common;
 
 mod meta {
     mod architecture;
+    mod config_reference;
     mod dashboards;
+    mod examples;
     mod readme_paths;
 }
 
