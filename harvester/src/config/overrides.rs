@@ -209,6 +209,15 @@ mod tests {
     }
 
     #[test]
+    fn an_unset_database_password_is_given_by_an_override() {
+        let c = Config::default()
+            .with_overrides([("database.password.env", "DB_PASSWORD")])
+            .unwrap();
+        let password = c.database.password.as_ref().expect("the password was set");
+        assert_eq!(password.env.as_deref(), Some("DB_PASSWORD"));
+    }
+
+    #[test]
     #[cfg(feature = "etcd")]
     fn an_unset_section_is_filled_field_by_field() {
         let c = Config::default()

@@ -35,7 +35,7 @@ pub struct DatabaseConfig {
     /// (`require` encrypts, `verify-ca` checks the CA, `verify-full` the host name too),
     /// `sslrootcert`, `sslcert`, `sslkey`; MariaDB/MySQL `ssl-mode` (`REQUIRED`, `VERIFY_CA`,
     /// `VERIFY_IDENTITY`), `ssl-ca`, `ssl-cert`, `ssl-key`; files in PEM.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub password: Option<crate::secret::Secret>,
 }
 
