@@ -1,8 +1,9 @@
 //! How fast this machine is right now: a fixed single-threaded CPU loop, timed at a run's start
-//! and end. On the shared 2-core machine of RESULTS.md the same build's CPU per record moved by
-//! 40 % between two runs minutes apart, and its same-run ceilings by as much, with nothing else
-//! running: the host's own speed. A report that says how long the loop took at both ends lets
-//! a reader tell the harvester's changes from the machine's.
+//! and end. On the shared 2-core machine of `results/warm-20261202/README.md` the same build's
+//! Postgres and harvester CPU per record rose by 45-55 % and its DB-only ceiling fell from 90.0k
+//! to 62.6k rows/s between two runs minutes apart, with nothing else running: the host's own
+//! speed. A report that says how long the loop took at both ends lets a reader tell the
+//! harvester's changes from the machine's.
 
 use std::time::Instant;
 

@@ -30,7 +30,7 @@
 //! read_committed verifier alone would not notice (0 rewinds in that run): the broker's answers
 //! are what catch it. Run:
 //! `HARVEST_TEST_UNFENCED=1 cargo test -p harvester --test fencing -- --nocapture` (recorded in
-//! RESULTS.md, "Fencing in CI").
+//! `results/fencing-0cff770/README.md`, "Fencing in CI").
 
 mod common;
 

@@ -30,12 +30,14 @@ pub const AUTO_BATCH_MIN: usize = 100;
 pub const AUTO_BATCH_MAX: usize = 1000;
 
 /// `send_concurrency = "auto"`: one producer per two cores, 1 to 8, in either publishing mode. On
-/// the 2-core machine of RESULTS.md one idempotent producer delivered 1.3x more than eight at
-/// half the CPU per record; each producer brings its own librdkafka threads, which earn their
-/// keep only with cores to run on. Transactional producers cost the broker per transaction
-/// (AddPartitionsToTxn, EndTxn, a marker per partition written), so fewer, larger transactions
-/// pay there too: on Kafka 4.1 here the transactional drain reached 0.99 and 0.84 of the
-/// idempotent one with 1 shard in two runs, 0.71 with 2 and 0.48-0.50 with 8 (RESULTS.md). Members of one outbox may
+/// a 2-core machine one idempotent producer delivered 1.3x more than eight at half the CPU per
+/// record (`results/notes-first-runs-20261122/README.md`); each producer brings its own
+/// librdkafka threads, which earn their keep only with cores to run on. Transactional producers
+/// cost the broker per transaction (AddPartitionsToTxn, EndTxn, a marker per partition
+/// written), so fewer, larger transactions pay there too: on a just-started Kafka 4.1 the
+/// transactional drain reached 0.71 of the idempotent one with 2 shards and 0.48-0.50 with 8
+/// against 0.84-0.99 with 1 (`results/txn-default2/README.md`), and 0.53-0.62 with 1 on a warm
+/// broker (`results/txn-1df68c8/`). Members of one outbox may
 /// run different counts: every transactional term registers the ids of 8 shards
 /// ([`super::publish::FENCED_SHARD_IDS`]), so any predecessor running up to 8 is fenced.
 pub fn auto_shards(cores: usize) -> usize {
