@@ -13,9 +13,10 @@
 #                               against a second Kafka-compatible implementation
 #   scripts/services.sh down    stop only what `up` started
 #   scripts/services.sh env     print the export lines for the current services
-#   scripts/services.sh tools   install what builds need beyond cargo (protoc, for etcd-client;
-#                               pkg-config, libssl-dev and libcurl4-openssl-dev, for librdkafka's
-#                               TLS and OIDC)
+#   scripts/services.sh tools   install what builds and tests need beyond cargo (protoc, for
+#                               etcd-client; pkg-config, libssl-dev and libcurl4-openssl-dev, for
+#                               librdkafka's TLS and OIDC; Debian's prometheus, for prometheus and
+#                               promtool, which harvester/tests/operations.rs runs on dashboards/)
 #   scripts/services.sh private up|restart|down DIR PORT
 #                               a private Postgres cluster of the caller's own (the benchmark's
 #                               pg-restart scenario restarts it; never the shared server)
@@ -79,6 +80,31 @@ cmd_tools() {
   # both found by pkg-config.
   if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists openssl libcurl 2>/dev/null; then
     apt_install pkg-config libssl-dev libcurl4-openssl-dev
+  fi
+  prometheus_install
+}
+
+# prometheus_install: Debian's prometheus package, for its `prometheus` and `promtool`; the
+# operations test (harvester/tests/operations.rs) checks dashboards/ with promtool and runs a
+# Prometheus of its own (its own port and data dir). The package's daemon is not wanted: its
+# postinst starts /etc/init.d/prometheus (invoke-rc.d, which asks policy-rc.d) or, where systemd
+# runs, prometheus.service, on :9090 as user prometheus. So the install runs under a policy-rc.d
+# that forbids starting services (unless the machine has one already, as container images do:
+# this one's is then left alone), without the recommended node exporter (another daemon), and
+# where systemd runs the unit is disabled and stopped afterwards.
+prometheus_install() {
+  command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && return 0
+  local policy=/usr/sbin/policy-rc.d ours=0 ok=1
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# scripts/services.sh: no service starts while it installs prometheus.\nexit 101\n' > "$policy"
+    chmod 755 "$policy"
+    ours=1
+  fi
+  apt_install --no-install-recommends prometheus || ok=0
+  if [ "$ours" = 1 ]; then rm -f "$policy"; fi
+  [ "$ok" = 1 ] || { say "prometheus: apt-get install failed"; exit 1; }
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
   fi
 }
 

@@ -29,15 +29,17 @@ import threading
 import time
 
 GROUPS = {
-    "private-kafka": {"real_broker", "fencing", "neli_faults", "cluster_faults", "versus"},
+    "private-kafka": {
+        "real_broker", "fencing", "neli_faults", "cluster_faults", "versus", "operations",
+    },
 }
 # Package-wide groups.
 PACKAGE_GROUPS = {"bench": "bench"}
 # The longest first (seconds two at a time at ce39aba), so the end is not one long binary alone.
 FIRST = [
-    "scenarios", "fencing", "scale_out", "warm_kafka", "it", "conformance", "election",
-    "cluster_faults", "assign_neli", "real_broker", "least_privilege", "versus", "neli_faults",
-    "round_trip", "assign", "mock_broker", "reaper", "mariadb", "handoff", "secured",
+    "scenarios", "fencing", "operations", "scale_out", "warm_kafka", "it", "conformance",
+    "election", "cluster_faults", "assign_neli", "real_broker", "least_privilege", "versus",
+    "neli_faults", "round_trip", "assign", "mock_broker", "reaper", "mariadb", "handoff", "secured",
 ]
 
 
