@@ -147,3 +147,8 @@ pub use harvester::{HarvestEvent, Harvester, HarvesterHandle, HarvesterState, LA
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeExamples;
+
+/// `docs/library.md`'s Rust examples, compiled (and run, where they need no services) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/library.md")]
+struct LibraryDocExamples;
