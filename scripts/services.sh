@@ -30,7 +30,7 @@
 # MariaDB: $MARIADB_URL if it answers, else the local server on 127.0.0.1:3306 (root, no
 # password, database `test`), else a private mariadbd (port 23306, data under .state/mariadb;
 # installing mariadb-server when absent).
-# Kafka: $KAFKA_BROKERS if set by the caller, else Apache Kafka (scripts/kafka.sh: the pinned
+# Kafka: $KAFKA_BROKERS if set by the caller, else Apache Kafka (scripts/services/kafka.sh: the pinned
 # release from Maven Central, KRaft, one combined node on 127.0.0.1:19092, data under
 # .state/kafka; `up --kafka-cluster 3` starts three nodes on 19192/19292/19392 instead, with
 # replication 3 and min.insync.replicas 2, under .state/kafka-cluster), exported as
@@ -635,16 +635,16 @@ kafka_up() {
   local dir=$STATE/kafka port=19092
   if [ "$KAFKA_NODES" -gt 1 ]; then dir=$STATE/kafka-cluster; port=19192; fi
   local ours=""
-  [ -f "$dir/nodes" ] && ours=$("$ROOT/scripts/kafka.sh" bootstrap "$dir")
+  [ -f "$dir/nodes" ] && ours=$("$ROOT/scripts/services/kafka.sh" bootstrap "$dir")
   if [ -n "${KAFKA_BROKERS:-}" ] && [ "$KAFKA_BROKERS" != "$ours" ] \
      && ! grep -qx "$KAFKA_BROKERS" "$STATE"/kafka*/bootstrap 2>/dev/null; then
     say "kafka: using KAFKA_BROKERS=$KAFKA_BROKERS"
     return
   fi
   local was_running=0
-  [ -n "$ours" ] && [ "$("$ROOT/scripts/kafka.sh" brokers "$dir")" -ge "$KAFKA_NODES" ] && was_running=1
+  [ -n "$ours" ] && [ "$("$ROOT/scripts/services/kafka.sh" brokers "$dir")" -ge "$KAFKA_NODES" ] && was_running=1
   [ "$KAFKA_NODES" = 1 ] && kafka_secured "$port"
-  KAFKA_BROKERS=$("$ROOT/scripts/kafka.sh" up "$dir" "$port" "$KAFKA_NODES")
+  KAFKA_BROKERS=$("$ROOT/scripts/services/kafka.sh" up "$dir" "$port" "$KAFKA_NODES")
   echo "$KAFKA_BROKERS" > "$dir/bootstrap"
   if [ "$was_running" = 0 ]; then
     echo "$dir" >> "$STATE/kafka.started"
@@ -721,8 +721,8 @@ KAFKA_SECURED_ENV=""
 # private_kafka up|down DIR PORT [N]: a cluster of the caller's own; `up` prints its bootstrap.
 private_kafka() {
   case "$1" in
-    up) "$ROOT/scripts/kafka.sh" up "$2" "$3" "${4:-1}" ;;
-    down) "$ROOT/scripts/kafka.sh" down "$2" ;;
+    up) "$ROOT/scripts/services/kafka.sh" up "$2" "$3" "${4:-1}" ;;
+    down) "$ROOT/scripts/services/kafka.sh" down "$2" ;;
     *) say "private-kafka: up|down"; exit 2 ;;
   esac
 }
@@ -856,14 +856,14 @@ kafka_down() {
   for leftover in "$STATE"/private/kafka-*; do
     [ -d "$leftover" ] || continue
     say "kafka: stopping a test's leftover cluster $leftover"
-    "$ROOT/scripts/kafka.sh" down "$leftover"
+    "$ROOT/scripts/services/kafka.sh" down "$leftover"
     rm -rf "$leftover"
   done
   if [ -f "$STATE/kafka.started" ]; then
     local dir
     while read -r dir; do
       say "kafka: stopping $dir"
-      "$ROOT/scripts/kafka.sh" down "$dir"
+      "$ROOT/scripts/services/kafka.sh" down "$dir"
     done < "$STATE/kafka.started"
     rm -f "$STATE/kafka.started"
   fi

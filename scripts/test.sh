@@ -12,7 +12,7 @@ args=()
 for a in "$@"; do [ "$a" = --no-fail-fast ] || args+=("$a"); done
 set -- "${args[@]+"${args[@]}"}"
 # Each test binary runs its tests two at a time (timing-sensitive ones stay honest on 2 cores);
-# the harvester's `it`, whose tests may run beside each other, four (scripts/test-run.py, which
+# the harvester's `it`, whose tests may run beside each other, four (scripts/test/test-run.py, which
 # also runs two binaries at once, keeping apart those that must not share the machine).
 export RUST_TEST_THREADS="${HARVEST_TEST_THREADS:-2}"
 scripts/services.sh tools
@@ -35,7 +35,7 @@ set +e
   cargo test --workspace --doc --no-fail-fast "$@"; rc=$?
   scripts/with-services.sh bash -c '
     # Every test target of the workspace, built once (one feature set), then run by
-    # scripts/test-run.py: arguments before `--` go to the build, after it to every binary.
+    # scripts/test/test-run.py: arguments before `--` go to the build, after it to every binary.
     build=() run=()
     while [ $# -gt 0 ] && [ "$1" != -- ]; do build+=("$1"); shift; done
     [ $# -gt 0 ] && shift && run=("$@")
@@ -43,7 +43,7 @@ set +e
     trap "rm -f $plan" EXIT
     if cargo test --workspace --lib --bins --examples --benches --tests --no-run \
         --message-format=json-render-diagnostics "${build[@]+"${build[@]}"}" >"$plan"; then
-      scripts/test-run.py "$plan" -- "${run[@]+"${run[@]}"}"; rc=$?
+      scripts/test/test-run.py "$plan" -- "${run[@]+"${run[@]}"}"; rc=$?
     else
       echo "test.sh: FAILED: the tests did not build"; rc=1
     fi
@@ -55,5 +55,5 @@ set +e
 } 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
-scripts/test-summary.sh "$log" "$rc" $((SECONDS - started)) "$skips"
+scripts/test/test-summary.sh "$log" "$rc" $((SECONDS - started)) "$skips"
 exit "$rc"

@@ -9,7 +9,7 @@
 //! itself (`DescribeConfigs` on its first broker, the broker count from metadata).
 //!
 //! The version: the Kafka protocol does not carry the broker's release, so it is only given for
-//! a cluster `scripts/kafka.sh` started from this checkout's state directory (its bootstrap
+//! a cluster `scripts/services/kafka.sh` started from this checkout's state directory (its bootstrap
 //! file names the same servers): the running broker's own "Kafka version:" log line, else the
 //! version the script pins. Any other cluster is "version not known".
 //!
@@ -98,7 +98,7 @@ pub struct BrokerFacts {
     pub selection: Selection,
     /// `Apache Kafka 4.1.2`, `librdkafka 2.12.1`; `None` when it cannot be known.
     pub version: Option<String>,
-    /// Started by `scripts/kafka.sh` from this checkout's state directory.
+    /// Started by `scripts/services/kafka.sh` from this checkout's state directory.
     pub ours: bool,
     /// Brokers the cluster's metadata lists (the mock: its brokers).
     pub brokers: Option<usize>,
@@ -124,7 +124,7 @@ impl BrokerFacts {
                 self.bootstrap
             ),
             (BrokerKind::Kafka, true, Some(v)) => format!(
-                "{v} (scripts/kafka.sh, KRaft, {nodes}) at {}",
+                "{v} (scripts/services/kafka.sh, KRaft, {nodes}) at {}",
                 self.bootstrap
             ),
             (BrokerKind::Kafka, _, _) => format!(
@@ -214,7 +214,7 @@ fn same_servers(a: &str, b: &str) -> bool {
     !a.is_empty() && a == servers(b)
 }
 
-/// The directory under `state` of the `scripts/kafka.sh` cluster serving `bootstrap`
+/// The directory under `state` of the `scripts/services/kafka.sh` cluster serving `bootstrap`
 /// (`kafka`, `kafka-cluster`: each keeps its bootstrap list in a file `bootstrap`).
 fn own_cluster(state: &Path, bootstrap: &str) -> Option<PathBuf> {
     std::fs::read_dir(state)
@@ -232,7 +232,7 @@ fn own_cluster(state: &Path, bootstrap: &str) -> Option<PathBuf> {
         })
 }
 
-/// The version of the `scripts/kafka.sh` cluster in `dir`: its first node's last "Kafka
+/// The version of the `scripts/services/kafka.sh` cluster in `dir`: its first node's last "Kafka
 /// version:" log line (what runs), else the version the script pins.
 fn own_version(dir: &Path) -> Option<String> {
     let logged = std::fs::File::open(dir.join("n1").join("kafka.log"))
@@ -255,9 +255,9 @@ fn version_in_log(log: impl BufRead) -> Option<String> {
         .last()
 }
 
-/// `scripts/kafka.sh version`.
+/// `scripts/services/kafka.sh version`.
 fn pinned_version() -> Option<String> {
-    let out = std::process::Command::new(crate::workspace_root().join("scripts/kafka.sh"))
+    let out = std::process::Command::new(crate::workspace_root().join("scripts/services/kafka.sh"))
         .arg("version")
         .output()
         .ok()?;
@@ -370,7 +370,7 @@ mod tests {
         let line = ours().line();
         assert!(
             line.starts_with(
-                "Apache Kafka 4.1.2 (scripts/kafka.sh, KRaft, 1 node) at 127.0.0.1:19092, from --brokers / KAFKA_BROKERS;"
+                "Apache Kafka 4.1.2 (scripts/services/kafka.sh, KRaft, 1 node) at 127.0.0.1:19092, from --brokers / KAFKA_BROKERS;"
             ),
             "{line}"
         );

@@ -1,5 +1,5 @@
 //! `bench versus` end to end at a small scale: goharvest v0.3.1's own reaper (built from the Go
-//! module proxy by `scripts/goharvest.sh`) and ours, each on the same goharvest YAML, table and
+//! module proxy by `scripts/services/goharvest.sh`) and ours, each on the same goharvest YAML, table and
 //! rows, on the private Kafka 3.9.1 the command starts and the test services' Postgres. Both
 //! relays must drain every row and the verifying consumer must find every record once in
 //! per-key order; the report must carry the side-by-side figures. The failover workload is left

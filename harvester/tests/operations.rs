@@ -18,7 +18,7 @@
 //!   intervals plus the load margin, and no sooner than their `for`.
 //!
 //! The broker is a private Kafka cluster ([`testkit::broker::PrivateKafka`]), never the shared
-//! one; its JVM takes a core, so this is a binary of its own, in `scripts/test-run.py`'s
+//! one; its JVM takes a core, so this is a binary of its own, in `scripts/test/test-run.py`'s
 //! `private-kafka` group. Without `prometheus` and `promtool` (`scripts/services.sh tools`
 //! installs Debian's package) the tests skip, or fail where services are required
 //! (`testkit::skip`).

@@ -521,7 +521,7 @@ async fn the_java_console_consumer_reads_what_the_reaper_published() {
 /// A NELI session (3 x heartbeat_timeout) below the cluster's `group.min.session.timeout.ms` is
 /// refused by the broker; the reaper exits 2 (bad configuration) naming the setting and both
 /// values instead of retrying the join for ever. The test broker's minimum is 1000 ms
-/// (scripts/kafka.sh); 300 ms gives a 900 ms session.
+/// (scripts/services/kafka.sh); 300 ms gives a 900 ms session.
 #[tokio::test]
 async fn a_session_below_the_clusters_minimum_exits_2_naming_both_values() {
     let world = World::new("rsess", 1).await;

@@ -3,7 +3,7 @@
 //! tool rather than our own admin calls: the least-privilege test then grants exactly what the
 //! README tells an operator to run, in the same syntax.
 //!
-//! The commands run in one JVM per test process (`scripts/kafka.sh acl-shell`, started on first
+//! The commands run in one JVM per test process (`scripts/services/kafka.sh acl-shell`, started on first
 //! use), one at a time: a JVM per command took about 2 s of CPU, and a test changes ACLs
 //! dozens of times.
 
@@ -213,7 +213,7 @@ fn run(args: &[&str]) -> Result<String, TestkitError> {
     Ok(printed)
 }
 
-/// The JVM running `AclCommand` once per request line (`scripts/kafka/AclShell.java`). It ends
+/// The JVM running `AclCommand` once per request line (`scripts/services/kafka/AclShell.java`). It ends
 /// when its standard input closes: with this process at the latest.
 static SHELL: Mutex<Option<Shell>> = Mutex::new(None);
 
@@ -224,7 +224,7 @@ struct Shell {
 
 impl Shell {
     fn start() -> Result<Shell, TestkitError> {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka.sh");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/services/kafka.sh");
         let mut child = Command::new(script)
             .arg("acl-shell")
             .stdin(Stdio::piped())
@@ -251,7 +251,7 @@ impl Shell {
             .and_then(|(s, n)| Some((s.parse::<i32>().ok()?, n.parse::<usize>().ok()?)));
         let Some((status, len)) = parsed else {
             return Err(TestkitError::Broker(format!(
-                "the ACL shell answered {header:?} (scripts/kafka.sh acl-shell)"
+                "the ACL shell answered {header:?} (scripts/services/kafka.sh acl-shell)"
             )));
         };
         let mut printed = vec![0; len];

@@ -7,7 +7,7 @@
 //!   `scripts/test.sh` after it provisioned every service; CI runs that) or `CI=true`, so a
 //!   TLS, ACL, secrets or Kafka test cannot go quiet in CI;
 //! - otherwise prints why and records the test's name in `HARVEST_TEST_SKIPS_DIR` (one file per
-//!   test), which `scripts/test-summary.sh` counts apart from the passed.
+//!   test), which `scripts/test/test-summary.sh` counts apart from the passed.
 //!
 //! Suites for a server this machine cannot run at all (SQL Server) are `#[ignore]`d at compile
 //! time instead, and reported as ignored.

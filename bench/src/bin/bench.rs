@@ -149,7 +149,7 @@ struct VersusArgs {
     /// Our reaper binary (default: next to this one).
     #[arg(long)]
     reaper: Option<PathBuf>,
-    /// goharvest's reaper (default: built once by `scripts/goharvest.sh build`).
+    /// goharvest's reaper (default: built once by `scripts/services/goharvest.sh build`).
     #[arg(long)]
     goharvest: Option<PathBuf>,
     /// A setting for ours on top of the shared YAML, e.g. `--ours-set

@@ -1,5 +1,5 @@
 //! Kafka's own producer benchmark, `org.apache.kafka.tools.ProducerPerformance` (the Java
-//! client, run with `scripts/kafka.sh tool`), on the run's real broker.
+//! client, run with `scripts/services/kafka.sh tool`), on the run's real broker.
 //!
 //! The bench's producer-only ceiling is librdkafka driven by the bench: it says what our client
 //! gets out of the broker. Kafka's reference client, with the same acks (`all`), idempotence,
@@ -85,14 +85,14 @@ pub async fn measure(
 ) -> Result<KafkaProducerPerf, BenchError> {
     let args = arguments(topic, records, record_bytes, broker.bootstrap());
     let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(crate::workspace_root().join("scripts/kafka.sh"))
+        std::process::Command::new(crate::workspace_root().join("scripts/services/kafka.sh"))
             .args(&args)
             .output()
     })
     .await
     .map_err(|e| BenchError::Run(format!("the ProducerPerformance thread failed: {e}")))?
     .map_err(BenchError::io(
-        "run scripts/kafka.sh tool ProducerPerformance",
+        "run scripts/services/kafka.sh tool ProducerPerformance",
     ))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let summary = parse_summary(&stdout)
@@ -120,7 +120,7 @@ pub async fn measure(
     })
 }
 
-/// `scripts/kafka.sh`'s arguments for one run.
+/// `scripts/services/kafka.sh`'s arguments for one run.
 fn arguments(topic: &str, records: u64, record_bytes: usize, bootstrap: &str) -> Vec<String> {
     let mut args: Vec<String> = [
         "tool",

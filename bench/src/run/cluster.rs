@@ -1,5 +1,5 @@
 //! Faults only a real cluster has, done to a private 3-node Apache Kafka cluster of the run's own
-//! (`testkit::broker::PrivateKafka`, `scripts/kafka.sh node ...`): a broker killed, paused or
+//! (`testkit::broker::PrivateKafka`, `scripts/services/kafka.sh node ...`): a broker killed, paused or
 //! restarted, the controller quorum's leader killed, the whole cluster stopped, too few replicas
 //! in sync for the data topic's `min.insync.replicas` (raised to 3, one node stopped). Each notes its instants for the timeline, and each ends once the
 //! cluster is whole again (every node up, every partition of the data topic led with every

@@ -1,5 +1,5 @@
 //! goharvest side by side (issue 35): goharvest v0.3.1's own `reaper` (built from the Go module
-//! proxy by `scripts/goharvest.sh`; none of its code is in this repository) and ours, one after
+//! proxy by `scripts/services/goharvest.sh`; none of its code is in this repository) and ours, one after
 //! the other in one run, on the same Postgres, the same broker, goharvest's own table shape and
 //! the same rows, each given the same goharvest reaper YAML (ours reads it as it is), so the
 //! figures compare the relays and their defaults, not two configurations.
@@ -248,16 +248,16 @@ async fn run_inner(o: &VersusOptions) -> Result<(PathBuf, bool), BenchError> {
     Ok((path, correct))
 }
 
-/// goharvest's reaper, built (once; cached) by `scripts/goharvest.sh build`.
+/// goharvest's reaper, built (once; cached) by `scripts/services/goharvest.sh build`.
 pub fn build_goharvest() -> Result<PathBuf, BenchError> {
-    let script = crate::workspace_root().join("scripts/goharvest.sh");
+    let script = crate::workspace_root().join("scripts/services/goharvest.sh");
     let out = std::process::Command::new(&script)
         .arg("build")
         .output()
         .map_err(BenchError::io(format!("run {}", script.display())))?;
     if !out.status.success() {
         return Err(BenchError::Run(format!(
-            "scripts/goharvest.sh build failed: {}",
+            "scripts/services/goharvest.sh build failed: {}",
             String::from_utf8_lossy(&out.stderr)
         )));
     }

@@ -1,5 +1,5 @@
 //! A second reader, independent of ours: Kafka's own Java console consumer (from the same jars
-//! as the broker, `scripts/kafka.sh tool`), so the verifying consumer (rdkafka) is not the only
+//! as the broker, `scripts/services/kafka.sh tool`), so the verifying consumer (rdkafka) is not the only
 //! judge of what was published.
 
 use std::path::Path;
@@ -50,7 +50,7 @@ pub fn read_isolated(
     idle: Duration,
     isolation: &str,
 ) -> Result<Vec<ConsoleRecord>, TestkitError> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka.sh");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/services/kafka.sh");
     let out = Command::new(script)
         .args([
             "tool",

@@ -1,4 +1,4 @@
-//! An Apache Kafka cluster of a test's own (`scripts/kafka.sh`), for the faults only a real
+//! An Apache Kafka cluster of a test's own (`scripts/services/kafka.sh`), for the faults only a real
 //! cluster has: a broker stopped, killed, or paused (SIGSTOP) until requests time out. The
 //! shared broker is never taken away; a test that needs to is given one of these.
 
@@ -47,15 +47,15 @@ pub struct PrivateKafka {
     dir: PathBuf,
     nodes: u16,
     bootstrap: String,
-    /// `HARVEST_KAFKA_VERSION` for every `scripts/kafka.sh` call on it (`None`: the pinned one).
+    /// `HARVEST_KAFKA_VERSION` for every `scripts/services/kafka.sh` call on it (`None`: the pinned one).
     version: Option<String>,
 }
 
 fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kafka.sh")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/services/kafka.sh")
 }
 
-/// `scripts/kafka.sh` with `HARVEST_KAFKA_VERSION` set to `version` (the pinned one if `None`).
+/// `scripts/services/kafka.sh` with `HARVEST_KAFKA_VERSION` set to `version` (the pinned one if `None`).
 fn kafka_sh_version(args: &[&str], version: Option<&str>) -> Result<String, TestkitError> {
     let mut command = Command::new(script());
     command.args(args);
@@ -65,7 +65,7 @@ fn kafka_sh_version(args: &[&str], version: Option<&str>) -> Result<String, Test
     let out = command.output()?;
     if !out.status.success() {
         return Err(TestkitError::Server(format!(
-            "scripts/kafka.sh {}: {}",
+            "scripts/services/kafka.sh {}: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr)
         )));
@@ -159,7 +159,7 @@ impl PrivateKafka {
             .output()?;
         if !out.status.success() {
             return Err(TestkitError::Server(format!(
-                "scripts/kafka.sh up (relayed): {}",
+                "scripts/services/kafka.sh up (relayed): {}",
                 String::from_utf8_lossy(&out.stderr)
             )));
         }
@@ -167,7 +167,7 @@ impl PrivateKafka {
         Ok((cluster, SocketAddr::from(([127, 0, 0, 1], p + 2))))
     }
 
-    /// `scripts/kafka.sh` for this cluster's version.
+    /// `scripts/services/kafka.sh` for this cluster's version.
     fn sh(&self, args: &[&str]) -> Result<String, TestkitError> {
         kafka_sh_version(args, self.version.as_deref())
     }

@@ -30,7 +30,8 @@ fn repository() -> PathBuf {
         .to_path_buf()
 }
 
-/// README.md and every Markdown page under `docs/`, as paths relative to the repository.
+/// README.md, every Markdown page under `docs/` and the folder guides that docs/ points to
+/// (`scripts/`, `examples/`, `dashboards/`), as paths relative to the repository.
 fn documentation(root: &Path) -> Vec<PathBuf> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
@@ -49,8 +50,16 @@ fn documentation(root: &Path) -> Vec<PathBuf> {
     }
     let mut pages = vec![PathBuf::from("README.md")];
     walk(root, Path::new("docs"), &mut pages);
+    pages.extend(FOLDER_GUIDES.iter().map(PathBuf::from));
     pages
 }
+
+/// The READMEs of folders whose files the docs name one by one.
+const FOLDER_GUIDES: [&str; 3] = [
+    "scripts/README.md",
+    "examples/README.md",
+    "dashboards/README.md",
+];
 
 fn read(root: &Path, page: &Path) -> String {
     std::fs::read_to_string(root.join(page))

@@ -4,7 +4,7 @@
 // then exactly that many bytes of what the command printed. AclCommand ends a failed command
 // through Kafka's Exit, which here throws instead of ending the JVM. Standard input's end ends it.
 //
-// Run in source-file mode on Kafka's classpath: scripts/kafka.sh acl-shell.
+// Run in source-file mode on Kafka's classpath: scripts/services/kafka.sh acl-shell.
 
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;

@@ -1,11 +1,11 @@
-"""Unit tests of scripts/results-provenance.py (its modules under scripts/provenance/): what it
+"""Unit tests of scripts/results/results-provenance.py (its modules under scripts/results/provenance/): what it
 counts as a measured figure in README, how it finds one in a section of RESULTS.md or of a
 write-up, how it parses and compares a Figure line, and how it reads the index and the
 write-ups under results/ (their sections, Source and Figure lines, and links).
 
 Run: python3 -B -m unittest discover -s scripts -p 'test_results_provenance.py' (and by
-`scripts/results-provenance.py --check`, which CI runs); -B, since discover imports
-scripts/provenance/ and this file before either can turn bytecode off.
+`scripts/results/results-provenance.py --check`, which CI runs); -B, since discover imports
+scripts/results/provenance/ and this file before either can turn bytecode off.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-sys.dont_write_bytecode = True  # importing scripts/provenance/ leaves no __pycache__ behind
+sys.dont_write_bytecode = True  # importing scripts/results/provenance/ leaves no __pycache__ behind
 HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)

@@ -2,10 +2,10 @@
 # Failover with every elector, one job: the bench's failover-kill and failover-zombie scenarios
 # with leader.kind = neli, nats_kv, zookeeper and etcd, all at a 3 s TTL/session (see
 # bench/src/electors.rs), then one table of the failover gaps and the verifier's counts.
-#   scripts/electors.sh [OUT_DIR] [-- extra bench run arguments]
+#   scripts/investigations/electors.sh [OUT_DIR] [-- extra bench run arguments]
 # Results: OUT_DIR (default results/electors-<commit>/), one bench run per kind, and table.md.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=${1:-results/electors-$(git rev-parse --short HEAD)}
 shift || true
 [ "${1:-}" = "--" ] && shift

@@ -1,4 +1,4 @@
-"""The command line of scripts/results-provenance.py: what it prints and its exit status, kept
+"""The command line of scripts/results/results-provenance.py: what it prints and its exit status, kept
 apart from the rules so that the rules can be imported (by the unit tests) without running
 anything.
 """
@@ -36,7 +36,7 @@ def print_inventory(reports: list[Report], others: list[str], companions: int) -
 
 
 def unit_tests() -> list[str]:
-    """scripts/test_results_provenance.py, run quietly; a failure is a problem of the check."""
+    """scripts/results/test_results_provenance.py, run quietly; a failure is a problem of the check."""
     tests = Path(__file__).resolve().parent.parent / "test_results_provenance.py"
     if not tests.exists():
         return [f"{tests.name} is missing"]

@@ -3,7 +3,7 @@
 # panic messages, how many tests passed, failed, were ignored (and why) and skipped (returned
 # early for want of a server: libtest counts them as passed, so they are taken off), and how
 # long it took.
-#   scripts/test-summary.sh LOG EXIT_CODE SECONDS [SKIPS_DIR]
+#   scripts/test/test-summary.sh LOG EXIT_CODE SECONDS [SKIPS_DIR]
 set -euo pipefail
 log=$1 rc=$2 secs=$3 skips=${4:-}
 # libtest's per-binary line: "test result: ok. 12 passed; 0 failed; 1 ignored; ..."

@@ -6,15 +6,15 @@
 # by the gate and by the run-to-run spread of the drain; the machine's speed moves between rounds,
 # so compare the two sides within a round.
 #
-#   scripts/ab.sh REV [ROUNDS]            ROUNDS drains per side (default 3)
-#   scripts/ab.sh --no-gate REV [ROUNDS]  the drains only, for a change the gate's workloads do
+#   scripts/results/ab.sh REV [ROUNDS]            ROUNDS drains per side (default 3)
+#   scripts/results/ab.sh --no-gate REV [ROUNDS]  the drains only, for a change the gate's workloads do
 #                                         not run (SQL, migrations, settings); say so where cited
-#   scripts/ab.sh [--no-gate] --scenario NAME REV [ROUNDS]
+#   scripts/results/ab.sh [--no-gate] --scenario NAME REV [ROUNDS]
 #                                         another scenario of the bench instead of the drain
 #                                         (e.g. latency-500): its p50 and p99 in place of the
 #                                         drain's rate and ratio
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 gate=true
 scenario=drain
@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-rev=${1:?usage: scripts/ab.sh [--no-gate] REV [ROUNDS]}
+rev=${1:?usage: scripts/results/ab.sh [--no-gate] REV [ROUNDS]}
 rounds=${2:-3}
 old_sha=$(git rev-parse --short "$rev")
 

@@ -2,7 +2,7 @@
 # The failover-zombie scenario N times in a row, one line of counts per run, then the totals:
 # does a leader that resumes after SIGSTOP (past its session timeout) ever rewind a key?
 #
-#   scripts/zombie-loop.sh [--runs 20] [--mode transactional|idempotent] [--buckets]
+#   scripts/investigations/zombie-loop.sh [--runs 20] [--mode transactional|idempotent] [--buckets]
 #                          [bench run args...]
 #
 # `--mode transactional` (the default) runs failover-zombie-transactional, `idempotent` the
@@ -16,7 +16,7 @@
 # transactional mode at all, in idempotent mode more often than the bench allows
 # (`rewinds_allowed`: what the zombie had in flight).
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 runs=20
 mode=transactional

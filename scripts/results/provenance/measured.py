@@ -2,7 +2,7 @@
 section's text. README may quote only what RESULTS.md and its write-ups back, so the check
 must tell a measurement from a setting or a bound without anyone marking it; the rules (units
 only measurements carry, limits, durations) are stated in the docstring of
-scripts/results-provenance.py and implemented here.
+scripts/results/results-provenance.py and implemented here.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def sentence_figures(sentence: str) -> list[Figure]:
 
 
 def block_figures(text: str) -> list[Figure]:
-    """The measured figures of a README block (see the doc of scripts/results-provenance.py for what
+    """The measured figures of a README block (see the doc of scripts/results/results-provenance.py for what
     counts)."""
     figures = []
     for sentence in re.split(r"(?<=[.;!?])\s+(?=[A-Z(*])", prose(text)):

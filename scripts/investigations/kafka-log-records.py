@@ -8,7 +8,7 @@ header (`x-seq`). This reads the record batches (format v2, uncompressed, as the
 them) of the segments given and prints, per record: partition directory, offset, producer id and
 epoch, the producer's sequence, the key, the header asked for, and the create time.
 
-    scripts/kafka-log-records.py DIR_OR_SEGMENT... [--key K] [--header x-seq]
+    scripts/investigations/kafka-log-records.py DIR_OR_SEGMENT... [--key K] [--header x-seq]
 
 Copy the partition directories first (`.state/kafka/n1/data/<topic>-<p>`): the services' data
 directory goes with the next `services.sh up`.

@@ -7,7 +7,7 @@
 # updates and the WAL written per row. A rate that falls as the drain goes on is the cost of the
 # purged head of the index.
 #
-#   scripts/db-drain.sh [ROWS]        (DATABASE_URL or the local server; schema `exp` is dropped)
+#   scripts/investigations/db-drain.sh [ROWS]        (DATABASE_URL or the local server; schema `exp` is dropped)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/db-drain"
 n=${1:-1000000}

@@ -11,9 +11,9 @@ group, and a binary waits while another of its group runs:
   server's autovacuum.
 
 Each binary's output is printed whole when it ends, headed as cargo heads it, so that
-scripts/test-summary.sh reads the log as it reads cargo's.
+scripts/test/test-summary.sh reads the log as it reads cargo's.
 
-    scripts/test-run.py PLAN [-- ARGS...]
+    scripts/test/test-run.py PLAN [-- ARGS...]
 
 PLAN: the JSON lines of `cargo test --no-run --message-format=json`. ARGS go to every binary.
 Environment: HARVEST_TEST_LANES (binaries at once, default 2), RUST_TEST_THREADS (each binary's

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent.parent
 HEADER_LINES = 20
 DIRTY = "(with uncommitted changes)"
 TITLE = re.compile(r"^# (Benchmark run|Tuning sweep|goharvest side by side) (\S+)")

@@ -5,13 +5,13 @@
 # `go build` fetches it and its dependencies (checked against sum.golang.org). Its Kafka client,
 # confluent-kafka-go v1.5.2, links a bundled static librdkafka 1.5 through cgo.
 #
-#   scripts/goharvest.sh build      build once (kept in the cache); prints the binary's path
-#   scripts/goharvest.sh version    the pinned release
+#   scripts/services/goharvest.sh build      build once (kept in the cache); prints the binary's path
+#   scripts/services/goharvest.sh version    the pinned release
 #
 # librdkafka 1.5 speaks protocol versions that Kafka 4.0 removed (KIP-896): on Kafka 4.1 its
 # reaper produces, then its leader election (goNELI) fails every poll with "Failed to query
 # logical offset END: Required feature not supported by broker" and stops harvesting. Run it
-# against a Kafka 3.9 broker (HARVEST_KAFKA_VERSION=3.9.1 scripts/kafka.sh up ...).
+# against a Kafka 3.9 broker (HARVEST_KAFKA_VERSION=3.9.1 scripts/services/kafka.sh up ...).
 set -euo pipefail
 
 VERSION=v0.3.1

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Failover gaps as a new user meets them: three `reaper` processes of one group, one fault.
 
-    scripts/failover-gaps.py [--broker real|mock] [--kind neli|neli_buckets]
+    scripts/investigations/failover-gaps.py [--broker real|mock] [--kind neli|neli_buckets]
                              [--heartbeat 3s] [--fault kill|stop|term] [--runs N]
 
 Needs `scripts/services.sh up` (reads .state/services.env) and a built reaper
@@ -22,7 +22,7 @@ import sys
 import time
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STATE = os.environ.get("HARVEST_STATE_DIR", os.path.join(ROOT, ".state"))
 BUCKETS = 64
 

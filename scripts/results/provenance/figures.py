@@ -1,6 +1,6 @@
 """RESULTS.md's Figure lines: a Source line only says which reports a section read, so a figure
 is checked against its report only when a Figure line names where in the report it comes
-from. The grammar is stated in the docstring of scripts/results-provenance.py; this module
+from. The grammar is stated in the docstring of scripts/results/results-provenance.py; this module
 parses it and compares the stated value with the report's, within the rounding of its printed
 decimals.
 """
@@ -57,7 +57,7 @@ def parse_selector(text: str) -> tuple[str | None, str | None, str | None, list[
 
 def parse_figure(line: str) -> FigureLine | str:
     """A Figure line's parts, or why it does not follow the grammar in the doc of
-    scripts/results-provenance.py."""
+    scripts/results/results-provenance.py."""
     head = FIGURE_HEAD.match(line)
     if not head:
         return "a Figure line must read 'Figure: VALUE [UNIT] = ...'"

@@ -2,12 +2,12 @@
 # purge-without-ack.sh [OUT]: the mutation check of the broker-faults verdict (issue 53). Builds
 # a reaper whose shards purge a row whose delivery FAILED as if Kafka had acknowledged it (a
 # harvester deleting rows without an acknowledgement), runs the broker-faults-refused scenario
-# (scripts/mutants/broker-faults-refused.toml: Produce errors librdkafka does not retry, on the
+# (scripts/investigations/mutants/broker-faults-refused.toml: Produce errors librdkafka does not retry, on the
 # embedded broker) with it and with the real reaper, and passes only if the mutant's run FAILS
 # naming rows deleted with no acknowledgement in the harvesters' logs, and the real one passes.
 # The tree must be clean (the mutation is applied to it and reverted); it builds in release.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 cd "$ROOT"
 OUT=${1:-results/mutants-$(git rev-parse --short HEAD)}
 FILE=harvester/src/pipeline/shard/mod.rs
@@ -22,7 +22,7 @@ import sys
 p = sys.argv[1]
 s = open(p).read()
 old = "            Err(e) => self.on_failure(report.tag.id, &e).await,\n"
-new = """            // MUTANT (scripts/mutants/purge-without-ack.sh): a refused record's row is purged.
+new = """            // MUTANT (scripts/investigations/mutants/purge-without-ack.sh): a refused record's row is purged.
             Err(_) => {
                 self.outstanding = self.outstanding.saturating_sub(1);
                 self.attempts.remove(&report.tag.id);
@@ -33,7 +33,7 @@ new = """            // MUTANT (scripts/mutants/purge-without-ack.sh): a refused
                 self.purger.send(msg).await.map_err(|_| Error::StageGone { stage: \"purger\" })
             }
 """
-assert s.count(old) == 1, "the mutation's anchor moved: update scripts/mutants/purge-without-ack.sh"
+assert s.count(old) == 1, "the mutation's anchor moved: update scripts/investigations/mutants/purge-without-ack.sh"
 open(p, "w").write(s.replace(old, new))
 PY
 build
@@ -44,7 +44,7 @@ trap - EXIT
 build
 source .state/services.env 2>/dev/null || true
 run() { # run NAME REAPER
-  target/release/bench run --embedded --file scripts/mutants/broker-faults-refused.toml \
+  target/release/bench run --embedded --file scripts/investigations/mutants/broker-faults-refused.toml \
     --scenario broker-faults-refused --reaper "$2" --out "$OUT/$1" > "$OUT/$1.out" 2>&1
 }
 mkdir -p "$OUT"

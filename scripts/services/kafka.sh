@@ -2,18 +2,18 @@
 # Apache Kafka from its Maven Central jars: one combined broker+controller in KRaft mode, or a
 # cluster of N such nodes, on loopback, with no tarball and no Docker.
 #
-#   scripts/kafka.sh fetch                  resolve the jars once (Maven's ~/.m2 is the cache);
+#   scripts/services/kafka.sh fetch                  resolve the jars once (Maven's ~/.m2 is the cache);
 #                                           prints the classpath file
-#   scripts/kafka.sh version                the pinned Kafka version
-#   scripts/kafka.sh up DIR PORT [N]        start (or find) N nodes (default 1) under DIR: node i
+#   scripts/services/kafka.sh version                the pinned Kafka version
+#   scripts/services/kafka.sh up DIR PORT [N]        start (or find) N nodes (default 1) under DIR: node i
 #                                           serves clients on PORT+100*(i-1), its controller on
 #                                           the port after; prints the bootstrap list once a
 #                                           metadata request lists all N brokers unfenced
-#   scripts/kafka.sh down DIR               stop every node under DIR (SIGTERM, then SIGKILL)
-#   scripts/kafka.sh node ACTION DIR I      stop|kill|start|pause|resume node I (SIGTERM,
+#   scripts/services/kafka.sh down DIR               stop every node under DIR (SIGTERM, then SIGKILL)
+#   scripts/services/kafka.sh node ACTION DIR I      stop|kill|start|pause|resume node I (SIGTERM,
 #                                           SIGKILL, start on its data, SIGSTOP, SIGCONT)
-#   scripts/kafka.sh brokers DIR            how many brokers a metadata request lists, unfenced
-#   scripts/kafka.sh tool CLASS ARGS...     run one of Kafka's tools (ProducerPerformance,
+#   scripts/services/kafka.sh brokers DIR            how many brokers a metadata request lists, unfenced
+#   scripts/services/kafka.sh tool CLASS ARGS...     run one of Kafka's tools (ProducerPerformance,
 #                                           ConsoleConsumer, ...) on the same classpath
 #
 # Settings for one machine's tests and benchmarks: groups and transactions with the cluster's
@@ -26,14 +26,14 @@
 # Heap: HARVEST_KAFKA_HEAP (default 1g on one node, 512m each on more).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-POM=$ROOT/scripts/kafka/pom.xml
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+POM=$ROOT/scripts/services/kafka/pom.xml
 CACHE=${HARVEST_KAFKA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/outbox-harvester/kafka}
 
 say() { echo "kafka: $*" >&2; }
 
 # The pinned version, or HARVEST_KAFKA_VERSION's (3.9.1 for clients whose protocol versions
-# Kafka 4.0 removed, such as goharvest's librdkafka 1.5: scripts/goharvest.sh).
+# Kafka 4.0 removed, such as goharvest's librdkafka 1.5: scripts/services/goharvest.sh).
 version() { echo "${HARVEST_KAFKA_VERSION:-$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM")}"; }
 major() { version | cut -d. -f1; }
 
@@ -77,7 +77,7 @@ tool_java() {
   fi
   local rc=0
   java -Xlog:cds=off -Xlog:cds+dynamic=off -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
-    ${cds[@]+"${cds[@]}"} -Dlog4j2.configurationFile="$ROOT/scripts/kafka/tools-log4j2.properties" \
+    ${cds[@]+"${cds[@]}"} -Dlog4j2.configurationFile="$ROOT/scripts/services/kafka/tools-log4j2.properties" \
     -cp "$cp" "$@" || rc=$?
   if [ -s "$jsa.$$" ]; then mv -f "$jsa.$$" "$jsa"; else rm -f "$jsa.$$"; fi
   return "$rc"
@@ -91,7 +91,7 @@ cmd_tool() {
   case "$class" in
     *Performance)
       java -Xmx1g -XX:+UseG1GC \
-        -Dlog4j2.configurationFile="$ROOT/scripts/kafka/tools-log4j2.properties" \
+        -Dlog4j2.configurationFile="$ROOT/scripts/services/kafka/tools-log4j2.properties" \
         -cp "$(classpath)" "$class" "$@" ;;
     *) tool_java "$class" "$@" ;;
   esac
@@ -150,7 +150,7 @@ start_node() { # start_node DIR I
   if pid_alive "$dir/n$i/pid"; then return; fi
   nohup java "-Xms$heap" "-Xmx$heap" -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
     -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
-    -Dlog4j2.configurationFile="$ROOT/scripts/kafka/log4j2.properties" \
+    -Dlog4j2.configurationFile="$ROOT/scripts/services/kafka/log4j2.properties" \
     -cp "$(classpath)" kafka.Kafka "$dir/n$i/server.properties" >>"$dir/n$i/kafka.log" 2>&1 &
   echo $! > "$dir/n$i/pid"
   say "node $i started (pid $!, log $dir/n$i/kafka.log)"
@@ -268,10 +268,10 @@ case "${1:-}" in
   brokers) cmd_brokers "${2:?dir}" ;;
   bootstrap) bootstrap "${2:?dir}" ;;
   tool) shift; cmd_tool "$@" ;;
-  # AclCommand once per line of standard input, in one JVM (scripts/kafka/AclShell.java).
+  # AclCommand once per line of standard input, in one JVM (scripts/services/kafka/AclShell.java).
   acl-shell)
     exec java -Xlog:cds=off -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
-      -Dlog4j2.configurationFile="$ROOT/scripts/kafka/tools-log4j2.properties" \
-      -cp "$(classpath)" "$ROOT/scripts/kafka/AclShell.java" ;;
+      -Dlog4j2.configurationFile="$ROOT/scripts/services/kafka/tools-log4j2.properties" \
+      -cp "$(classpath)" "$ROOT/scripts/services/kafka/AclShell.java" ;;
   *) echo "usage: $0 fetch|version|up DIR PORT [N]|down DIR|node ACTION DIR I|brokers DIR|bootstrap DIR|tool CLASS ARGS...|acl-shell" >&2; exit 2 ;;
 esac

@@ -11,7 +11,7 @@ matter of trust.
 
 A report is a file the bench wrote with its provenance: a Markdown report whose header carries
 `- commit:` and `- machine:` lines (`bench run`, `bench tune`, `bench versus`, and command logs
-recorded with `scripts/record.sh`), or a JSON-lines report whose first line is
+recorded with `scripts/results/record.sh`), or a JSON-lines report whose first line is
 `{"provenance": ...}` and which has no Markdown report of the same run beside it. Everything else
 under results/ (plots, logs, console captures, scenario files, and every README.md: a write-up)
 carries no provenance of its own and cannot back a figure.
@@ -48,7 +48,7 @@ the report's own value (a Source line only says which reports a section read):
                                      matches its whole text or its start)
               .FIELD.PATH of ROW     a field of the report's JSON line whose "scenario" is ROW
               /REGEX/                the first group of REGEX in the report's text (for logs
-                                     recorded with scripts/record.sh: counts, exit status)
+                                     recorded with scripts/results/record.sh: counts, exit status)
 
 for example `Figure: 6.2 ms = median of "p50 ms" of latency-500 in
 `results/latency-47e6bdc/20261202-*.md` (3 reports)`. PATH is a report, a directory or a glob,
@@ -78,20 +78,20 @@ to`, `within`, `every`, `default`, `≤` or `≥` is a limit, not a measurement.
 numbers are inputs or settings that these rules take for measurements says so with an HTML
 comment `<!-- not measured: REASON -->` (sparingly: how many blocks do is printed).
 
-`--check` also runs the unit tests in scripts/test_results_provenance.py. The check itself is
-in scripts/provenance/, one module per role; this file is its entry point and states its rules.
+`--check` also runs the unit tests in scripts/results/test_results_provenance.py. The check itself is
+in scripts/results/provenance/, one module per role; this file is its entry point and states its rules.
 
 Usage:
-    scripts/results-provenance.py            # inventory, summary, then the check
-    scripts/results-provenance.py --check    # the check only
-    scripts/results-provenance.py --figures  # the check, listing README's figures and backing
-    scripts/results-provenance.py --cite PATH...   # the Source line for PATH
+    scripts/results/results-provenance.py            # inventory, summary, then the check
+    scripts/results/results-provenance.py --check    # the check only
+    scripts/results/results-provenance.py --figures  # the check, listing README's figures and backing
+    scripts/results/results-provenance.py --cite PATH...   # the Source line for PATH
 """
 
 import sys
 from pathlib import Path
 
-sys.dont_write_bytecode = True  # importing scripts/provenance/ leaves no __pycache__ behind
+sys.dont_write_bytecode = True  # importing scripts/results/provenance/ leaves no __pycache__ behind
 HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
