@@ -55,7 +55,8 @@ for example `Figure: 6.2 ms = median of "p50 ms" of latency-500 in
 as on Source lines; its reports must be clean and cited by the section's Source lines. VALUE
 matches within the rounding of its printed decimals (34,934 within 0.5; 0.67 within 0.005).
 
-README.md is read too. Its blocks (a paragraph, a list item, a table row, a heading; fenced code
+README.md and every page under docs/ (but docs/reference/, generated from the code, whose numbers
+are settings) are read too. Their blocks (a paragraph, a list item, a table row, a heading; fenced code
 is not read) that state a measured figure must cite a section as `RESULTS.md "Title"` (the title
 or its start, unique among the `##`/`###` titles of the index and of every write-up: a section
 keeps its title when it moves out of the index) or as `results/DIR/README.md "Title"` (among

@@ -86,13 +86,14 @@ def opted_out(text: str) -> bool:
     return bool(OPT_OUT.search(re.sub(r"`[^`]*`", " ", text)))
 
 
-def citations(block: Block, sections: list[Section]) -> tuple[list[Section], list[str]]:
-    """The sections a README block cites, and the citations that name none."""
+def citations(block: Block, sections: list[Section],
+              page: str = "README.md") -> tuple[list[Section], list[str]]:
+    """The sections a block of `page` cites, and the citations that name none."""
     cited, problems = [], []
     for file, title in CITATION.findall(canon(block.text)):
         section = resolve(title, sections, file)
         if isinstance(section, str):
-            problems.append(f'README.md:{block.line}: {file} "{title}" {section}')
+            problems.append(f'{page}:{block.line}: {file} "{title}" {section}')
         else:
             cited.append(section)
     return cited, problems
@@ -118,12 +119,12 @@ def figure_problem(where: str, fig: Figure, cited: list[Section],
     return None, by_line
 
 
-def check_block(block: Block, sections: list[Section], listing: list[str]) -> tuple[list[str],
-                                                                                    int, int]:
-    """A README block's citations and figures: (problems, figures, figures a Figure line of a
+def check_block(block: Block, sections: list[Section], listing: list[str],
+                page: str = "README.md") -> tuple[list[str], int, int]:
+    """A page's block's citations and figures: (problems, figures, figures a Figure line of a
     cited section states)."""
-    where = f"README.md:{block.line}"
-    cited, problems = citations(block, sections)
+    where = f"{page}:{block.line}"
+    cited, problems = citations(block, sections, page)
     figures = [] if opted_out(block.text) else block_figures(block.text)
     if not figures:
         return problems, 0, 0
@@ -140,18 +141,20 @@ def check_block(block: Block, sections: list[Section], listing: list[str]) -> tu
     return problems, len(figures), covered
 
 
-def check_readme(readme: Path, sections: list[Section], show: bool) -> list[str]:
-    """Every README block with a measured figure cites a backed RESULTS.md section that holds
-    the figure; prints how many figures, opt-outs and Figure-line coverage."""
+def check_readme(readme: Path, sections: list[Section], show: bool,
+                 page: str = "README.md") -> list[str]:
+    """Every block of a page (README.md, a page of docs/) with a measured figure cites a backed
+    RESULTS.md section that holds the figure; prints how many figures, opt-outs and Figure-line
+    coverage."""
     problems, listing, total, covered, blocks = [], [], 0, 0, 0
     marked = 0
     for block in readme_blocks(readme.read_text()):
         marked += opted_out(block.text)
-        found, count, by_lines = check_block(block, sections, listing)
+        found, count, by_lines = check_block(block, sections, listing, page)
         problems += found
         total, covered, blocks = total + count, covered + by_lines, blocks + (count > 0)
     if show:
         print("\n".join(listing))
-    print(f"README.md: {total} measured figures in {blocks} blocks, {covered} of them stated "
+    print(f"{page}: {total} measured figures in {blocks} blocks, {covered} of them stated "
           f"by a Figure line of the cited section; {marked} blocks marked 'not measured'")
     return problems
