@@ -42,6 +42,10 @@
 # Debian's zookeeper package (port 21810, .state/zookeeper). etcd: $ETCD_ENDPOINTS if healthy,
 # else a private etcd from Debian's etcd-server (port 23790, .state/etcd). Packages are
 # installed with apt when absent.
+# Jaeger (the tracing test's OTLP receiver, scripts/services/jaeger.sh): started on its default
+# ports (OTLP 4317/4318, query API 16686) when its binary is built (scripts/test.sh builds it:
+# minutes from the Go module proxy, cached), exported as JAEGER_QUERY_URL; otherwise left out
+# and said so (the tracing tests then skip, or fail under HARVEST_REQUIRE_SERVICES=1).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -400,6 +404,19 @@ zookeeper_up() {
   zk_ok "127.0.0.1:$port" && say "zookeeper: already running on $port"
   ZOOKEEPER_ADDR=$(private_zookeeper up "$STATE/zookeeper" "$port")
   if [ -f "$STATE/zookeeper/pid" ]; then echo started > "$STATE/zookeeper.started"; fi
+}
+
+jaeger_up() {
+  local js=$ROOT/scripts/services/jaeger.sh was=0 lines
+  JAEGER_QUERY_URL=
+  if ! "$js" built; then
+    say "jaeger: not built (scripts/services/jaeger.sh build): the tracing tests have no receiver"
+    return
+  fi
+  "$js" env >/dev/null 2>&1 && was=1
+  lines=$("$js" start) || { say "jaeger: did not start"; exit 1; }
+  [ "$was" = 1 ] || echo started > "$STATE/jaeger.started"
+  JAEGER_QUERY_URL=$(sed -n 's/^JAEGER_QUERY_URL=//p' <<<"$lines")
 }
 
 etcd_up() {
@@ -789,6 +806,7 @@ write_env() {
     echo "export MARIADB_URL=$MARIADB_URL"
     echo "export ZOOKEEPER_ADDR=$ZOOKEEPER_ADDR"
     echo "export ETCD_ENDPOINTS=$ETCD_ENDPOINTS"
+    if [ -n "${JAEGER_QUERY_URL:-}" ]; then echo "export JAEGER_QUERY_URL=$JAEGER_QUERY_URL"; fi
     if [ -n "${TANSU_BROKERS:-}" ]; then echo "export TANSU_BROKERS=$TANSU_BROKERS"; fi
     echo "export KAFKA_BROKERS=$KAFKA_BROKERS"
     if [ -n "$KAFKA_SECURED_ENV" ]; then echo "$KAFKA_SECURED_ENV"; fi
@@ -811,6 +829,7 @@ cmd_up() {
   nats_up
   zookeeper_up
   etcd_up
+  jaeger_up
   local with
   for with in "$@"; do
     case "$with" in
@@ -843,6 +862,9 @@ cmd_down() {
   done
   if [ -f "$STATE/broker.started" ]; then
     { stop_broker; rm -f "$STATE/broker.started"; } &
+  fi
+  if [ -f "$STATE/jaeger.started" ]; then
+    { "$ROOT/scripts/services/jaeger.sh" stop; rm -f "$STATE/jaeger.started"; } &
   fi
   kafka_down &
   postgres_down &

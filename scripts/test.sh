@@ -16,6 +16,9 @@ set -- "${args[@]+"${args[@]}"}"
 # also runs two binaries at once, keeping apart those that must not share the machine).
 export RUST_TEST_THREADS="${HARVEST_TEST_THREADS:-2}"
 scripts/services.sh tools
+# Jaeger, the tracing tests' receiver: built once into the cache (minutes on a fresh machine),
+# then started by scripts/services.sh up.
+scripts/services/jaeger.sh build
 # The output is long and what shows of it is often only its end, where backtraces bury the
 # panic messages: the summary below is printed last, from this copy.
 log=$(mktemp -t harvester-tests.XXXXXX)

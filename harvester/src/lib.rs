@@ -116,6 +116,9 @@
 //! - `internals`: makes the pipeline's pure per-record structures (and the snapshot reader's
 //!   position) public for the micro-benchmarks and the instruction-count gate; not for
 //!   embedders.
+//! - `otel`: trace context (`StashRecord::with_current_trace`) and the harvester's span per
+//!   record (`[tracing]`) through the OpenTelemetry API; `otlp`: also the SDK and the OTLP
+//!   exporter (`telemetry::install`), in `cli`. See docs/tracing.md.
 mod base64;
 mod error;
 mod hash;
@@ -138,6 +141,7 @@ mod pipeline;
 pub mod secret;
 pub mod stats;
 pub mod store;
+pub mod telemetry;
 
 pub use config::Config;
 pub use error::{chain, ConfigProblem, Error, Result, TxnCall};
@@ -152,3 +156,8 @@ struct ReadmeExamples;
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/library.md")]
 struct LibraryDocExamples;
+
+/// `docs/tracing.md`'s Rust examples, compiled (and run) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/tracing.md")]
+struct TracingDocExamples;

@@ -100,7 +100,8 @@ fn the_summary_shows_verdict_eviction_drain_end_and_bound() {
 #[test]
 fn a_real_broker_run_reads_the_drain_against_kafkas_own_producer() {
     let provenance = Provenance {
-        broker: "Apache Kafka 4.1.2 (scripts/services/kafka.sh, KRaft, 1 node) at 127.0.0.1:19092".into(),
+        broker: "Apache Kafka 4.1.2 (scripts/services/kafka.sh, KRaft, 1 node) at 127.0.0.1:19092"
+            .into(),
         broker_facts: BrokerFacts {
             kind: crate::broker::BrokerKind::Kafka,
             ..BrokerFacts::default()

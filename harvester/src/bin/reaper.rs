@@ -156,6 +156,14 @@ async fn main() {
         std::process::exit(0);
     }
     config.logging.init();
+    // Spans over OTLP (`[tracing]`, off by default); flushed when the guard drops at exit.
+    let spans = match harvester::telemetry::install(&config.tracing) {
+        Ok(guard) => guard,
+        Err(e) => {
+            report_invalid(&e);
+            std::process::exit(exit_for(&e));
+        }
+    };
     let listen = config.http.listen;
     let shutdown_bound =
         config.drain_timeout() + config.leader.revoke_timeout() + Duration::from_secs(10);
@@ -186,13 +194,15 @@ async fn main() {
         harvester.on_event(|e| print_json(&e.to_json()));
     }
     tokio::spawn(signals(cancel.clone(), shutdown_bound));
-    match harvester.run(cancel).await {
-        Ok(()) => std::process::exit(0),
+    let code = match harvester.run(cancel).await {
+        Ok(()) => 0,
         Err(e) => {
             eprintln!("reaper: {}", harvester::chain(&e));
-            std::process::exit(exit_for(&e));
+            exit_for(&e)
         }
-    }
+    };
+    drop(spans);
+    std::process::exit(code);
 }
 
 /// First signal: graceful stop, bounded by `bound`; second signal: exit at once.

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::kafka::KafkaConfig;
 pub use crate::store::{DatabaseConfig, OutboxConfig, OutboxMode};
+pub use crate::telemetry::{OtlpProtocol, TracingConfig};
 pub use adaptive::{
     auto_shards, cores, Adaptive, AUTO_BATCH_MAX, AUTO_BATCH_MIN, AUTO_WINDOW_MAX, AUTO_WINDOW_MIN,
     AUTO_WINDOW_START,
@@ -65,6 +66,8 @@ pub struct Config {
     pub logging: LoggingConfig,
     /// An audit trail of Kafka's acknowledgements (`ack_log`). Default: none.
     pub audit: AuditConfig,
+    /// The harvester's span per record and its OTLP export (docs/tracing.md). Default: off.
+    pub tracing: TracingConfig,
 }
 
 impl Default for Config {
@@ -80,6 +83,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             logging: LoggingConfig::default(),
             audit: AuditConfig::default(),
+            tracing: TracingConfig::default(),
         }
     }
 }
@@ -376,6 +380,7 @@ impl Config {
     pub fn problems(&self) -> Vec<ConfigProblem> {
         let mut p = self.leader.problems(&self.kafka);
         p.extend(self.logging.problems());
+        p.extend(self.tracing.problems());
         if let Err(e) = self.producer_client_config() {
             p.extend(e);
         }

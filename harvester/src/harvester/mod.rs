@@ -471,6 +471,11 @@ impl Harvester {
         scope: Option<BucketScope>,
     ) -> RunningTerm {
         self.status.write().leader_id = Some(generation);
+        let tracing = crate::telemetry::PipelineTracing::for_term(
+            self.config.tracing.enabled,
+            &label,
+            Arc::clone(&self.stats),
+        );
         crate::pipeline::Term {
             store: Arc::clone(&self.store),
             limits: self.config.limits.clone(),
@@ -488,6 +493,7 @@ impl Harvester {
             // (below the succession, validated), then for the coordinator.
             txn_timeout: self.config.leader.succession() + Duration::from_secs(5),
             acks: self.acks.clone(),
+            tracing,
         }
         .start()
     }

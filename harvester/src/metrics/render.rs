@@ -119,6 +119,11 @@ fn counters(e: &mut Exposition, s: &Stats) {
         &s.pipeline_restarts,
     );
     e.counter(
+        n::TRACE_CONTEXT_MALFORMED,
+        "Rows whose traceparent header is malformed (published as written; counted with tracing on).",
+        &s.trace_context_malformed,
+    );
+    e.counter(
         n::TXN_COMMITTED,
         "Transactions committed (publish.mode = transactional).",
         &s.txn_committed,

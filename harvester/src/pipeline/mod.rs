@@ -202,6 +202,9 @@ pub(crate) struct TermContext {
     pub transactions: Option<Transactions>,
     /// How the marker picks a record's shard (see [`units`]).
     pub routing: Routing,
+    /// The term's tracing (`tracing.enabled`): each shard keeps its records' spans with it.
+    /// None, the per-record path asks this once per step and does nothing else.
+    pub tracing: Option<Arc<crate::telemetry::PipelineTracing>>,
 }
 
 /// See [`TermContext::fatal_rows`].

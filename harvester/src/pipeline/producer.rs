@@ -44,7 +44,14 @@ pub struct Tag {
 #[derive(Debug)]
 pub struct Report {
     pub tag: Tag,
-    pub result: Result<(), KafkaError>,
+    pub result: Result<Delivered, KafkaError>,
+}
+
+/// Where Kafka wrote an acknowledged record (for the record's span, `telemetry`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    pub partition: i32,
+    pub offset: i64,
 }
 
 pub struct BridgeContext {
@@ -84,7 +91,10 @@ impl ProducerContext for BridgeContext {
                 if let Some(acks) = &self.acks {
                     acks.record(tag.id, m.partition(), m.offset(), m.key());
                 }
-                Ok(())
+                Ok(Delivered {
+                    partition: m.partition(),
+                    offset: m.offset(),
+                })
             }
             Err((e, _)) => Err(e.clone()),
         };
@@ -99,6 +109,26 @@ pub fn message_headers(record: &OutboxRecord) -> OwnedHeaders {
         headers = headers.insert(Header {
             key: k,
             value: Some(v),
+        });
+    }
+    headers
+}
+
+/// The Kafka headers of a record whose first `traceparent` header is published as
+/// `traceparent` instead (the harvester span's context, so a consumer continues from it).
+pub fn traced_headers(record: &OutboxRecord, traceparent: &str) -> OwnedHeaders {
+    let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
+    let mut replaced = false;
+    for (k, v) in &record.headers {
+        let value = if !replaced && k.eq_ignore_ascii_case(crate::telemetry::TRACEPARENT) {
+            replaced = true;
+            traceparent.as_bytes()
+        } else {
+            v.as_slice()
+        };
+        headers = headers.insert(Header {
+            key: k,
+            value: Some(value),
         });
     }
     headers
@@ -233,7 +263,18 @@ impl ShardProducer {
 
     /// Enqueues one record.
     pub fn send(&self, epoch: u64, txn: u64, record: &OutboxRecord) -> Result<(), SendError> {
-        let headers = message_headers(record);
+        self.send_with(epoch, txn, record, message_headers(record))
+    }
+
+    /// Enqueues one record with these headers in place of the row's (harvester tracing: the
+    /// row's `traceparent` replaced by the harvester span's, see [`traced_headers`]).
+    pub fn send_with(
+        &self,
+        epoch: u64,
+        txn: u64,
+        record: &OutboxRecord,
+        headers: OwnedHeaders,
+    ) -> Result<(), SendError> {
         let mut base: BaseRecord<'_, [u8], [u8], Box<Tag>> = BaseRecord::with_opaque_to(
             &record.topic,
             Box::new(Tag {

@@ -58,6 +58,8 @@ pub(crate) struct Term {
     pub txn_timeout: Duration,
     /// Where the producers note each acknowledgement (`audit.ack_log`), if anywhere.
     pub acks: Option<Arc<AckLog>>,
+    /// A span per record (`tracing.enabled`, feature `otel`); None: headers pass unread.
+    pub tracing: Option<Arc<crate::telemetry::PipelineTracing>>,
 }
 
 /// A started term: narrow it, stop it, or await its end. Dropping it leaves the term running
@@ -142,6 +144,7 @@ impl Term {
             fatal_rows: self.fatal_rows,
             transactions,
             routing,
+            tracing: self.tracing,
         });
         let graceful = CancellationToken::new();
         let hard = CancellationToken::new();

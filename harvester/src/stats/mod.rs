@@ -76,6 +76,9 @@ pub struct Stats {
     pub records_sent: AtomicU64,
     pub partition_batches: AtomicU64,
     pub partition_batch_records: AtomicU64,
+    /// Rows whose `traceparent` header is malformed (counted only with harvester tracing on:
+    /// off, headers are not read).
+    pub trace_context_malformed: AtomicU64,
     /// Transactions committed and aborted (transactional mode).
     pub txn_committed: AtomicU64,
     pub txn_aborted: AtomicU64,
@@ -129,6 +132,8 @@ pub struct StatsSnapshot {
     pub in_flight_keys: i64,
     /// Pipelines restarted after stopping on their own (see [`Stats::pipeline_restarts`]).
     pub pipeline_restarts: u64,
+    /// Rows whose `traceparent` header is malformed, seen with harvester tracing on.
+    pub trace_context_malformed: u64,
     /// Transactions committed (transactional mode).
     pub txn_committed: u64,
     /// Transactions aborted (transactional mode): their rows were reset and sent again.
@@ -153,6 +158,7 @@ impl Stats {
             in_flight_records: self.in_flight_records.load(Ordering::Relaxed),
             in_flight_keys: self.in_flight_keys.load(Ordering::Relaxed),
             pipeline_restarts: r(&self.pipeline_restarts),
+            trace_context_malformed: r(&self.trace_context_malformed),
             txn_committed: r(&self.txn_committed),
             txn_aborted: r(&self.txn_aborted),
         }

@@ -25,6 +25,7 @@ mod pipeline {
     mod pipelined;
     mod producer_fatal;
     mod rows;
+    mod tracing;
     mod transactional;
 }
 

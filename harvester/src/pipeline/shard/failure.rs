@@ -22,6 +22,9 @@ impl Shard {
     ) -> Result<()> {
         self.outstanding = self.outstanding.saturating_sub(1);
         Stats::add(&self.ctx.stats.delivery_failures, 1);
+        if let Some(spans) = self.spans.as_mut() {
+            spans.failed(id, error);
+        }
         if let Some(warning) = self.failures.failed(Instant::now(), error) {
             tracing::warn!(shard = self.producer.shard, "{warning}");
             if let Some(topic) = self.keys.held_mut(id).map(|h| h.record.topic.clone()) {

@@ -33,9 +33,11 @@ use crate::pipeline::producer::{Report, SendError, ShardProducer};
 use crate::pipeline::stall::Stall;
 use crate::pipeline::txn::{Occasion, TxnState};
 use crate::pipeline::{Done, Stats, TermContext, ToPurger, ToShard};
+use crate::telemetry::RecordSpans;
 use crate::Result;
 
 mod failure;
+mod traced;
 mod transactional;
 
 pub(crate) struct Shard {
@@ -62,6 +64,9 @@ pub(crate) struct Shard {
     /// Rows finished that a mark on its way may bring back, and the marks begun (see `gone`).
     gone: Gone,
     marks: MarksBegun,
+    /// The records' spans, when the term traces (`tracing.enabled`); None: the per-record path
+    /// asks this and nothing more.
+    spans: Option<RecordSpans>,
 }
 
 /// Records the time from a row's `create_time` to its acknowledgement (in transactional mode,
@@ -96,6 +101,10 @@ impl Shard {
         marks: MarksBegun,
     ) -> Self {
         Shard {
+            spans: ctx
+                .tracing
+                .clone()
+                .map(|t| RecordSpans::new(t, producer.shard)),
             stall: Stall::new(ctx.limits.producer_stall_timeout),
             failures: FailureLog::default(),
             keys: KeyQueues::new().with_window(ctx.limits.max_in_flight_per_key),
@@ -290,7 +299,17 @@ impl Shard {
                 }
                 txn_seq = txn.seq();
             }
-            match self.producer.send(self.ctx.epoch, txn_seq, &front.record) {
+            let sent = match self.spans.as_mut() {
+                None => self.producer.send(self.ctx.epoch, txn_seq, &front.record),
+                Some(spans) => traced::Traced {
+                    spans,
+                    producer: &self.producer,
+                    ctx: &self.ctx,
+                    attempts: &self.attempts,
+                }
+                .send(front, txn_seq, *now),
+            };
+            match sent {
                 Ok(()) => {
                     front.state = State::Sent;
                     self.ctx
@@ -362,8 +381,11 @@ impl Shard {
         {
             return Ok(());
         }
+        if let (Some(spans), Ok(d)) = (self.spans.as_mut(), &report.result) {
+            spans.acked(report.tag.id, d.partition, d.offset, now);
+        }
         match report.result {
-            Ok(()) if self.txn.is_some() => {
+            Ok(_) if self.txn.is_some() => {
                 // In the open transaction, not yet visible: the commit purges it.
                 self.outstanding = self.outstanding.saturating_sub(1);
                 self.recovered(now);
@@ -372,7 +394,7 @@ impl Shard {
                 }
                 Ok(())
             }
-            Ok(()) => {
+            Ok(_) => {
                 self.outstanding = self.outstanding.saturating_sub(1);
                 self.stall.success();
                 Stats::add(&self.ctx.stats.published, 1);
@@ -403,6 +425,9 @@ impl Shard {
     }
 
     async fn on_done(&mut self, ids: Vec<i64>) -> Result<()> {
+        if let Some(spans) = self.spans.as_mut() {
+            spans.finished(&ids, Instant::now());
+        }
         // Read now that the rows are gone: with one generation no mark can bring them back, and
         // a mark numbered above `begun` began after they were gone (see `gone`).
         let remember = self.ctx.generations.read().len() > 1;

@@ -154,6 +154,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_trace_context_fits_goharvest_text_headers() {
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let r = StashRecord::new("t", "k", "v").trace_context(traceparent, Some("a=1"));
+        let (_, _, headers) = goharvest_columns(std::slice::from_ref(&r)).unwrap();
+        assert_eq!(
+            headers[0]["keys"],
+            serde_json::json!(["traceparent", "tracestate"])
+        );
+        assert_eq!(
+            headers[0]["values"],
+            serde_json::json!([traceparent, "a=1"])
+        );
+    }
+
+    #[test]
     fn goharvest_rows_must_be_text_with_a_key_and_no_partition() {
         let ok = StashRecord::new("t", "k", "v").header("h", "x");
         let (keys, values, headers) = goharvest_columns(std::slice::from_ref(&ok)).unwrap();

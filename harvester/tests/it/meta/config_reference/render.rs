@@ -9,9 +9,10 @@ use super::walk::{Block, Entry, Section, Shown};
 use super::REGENERATE;
 
 /// How each type of value is written (every type an entry uses must be here).
-pub(super) const TYPES: [(&str, &str); 11] = [
+pub(super) const TYPES: [(&str, &str); 12] = [
     ("string", "`\"text\"`"),
     ("integer", "`64`"),
+    ("number", "`0.25` (a decimal; an integer is taken too)"),
     ("boolean", "`true` or `false`"),
     ("duration", "a string of numbers with units: `\"10s\"`, `\"500ms\"`, `\"1m 30s\"`, `\"2h\"`"),
     ("path", "a file path as a string: `\"/etc/harvester/ca.pem\"`"),

@@ -10,13 +10,14 @@ use std::path::Path;
 use super::source::{derives, doc_of, renamed, serde_of, Def, Item, Serde, Source};
 
 /// Types written as one value, and how the page names them.
-const VALUES: [(&str, &str); 11] = [
+const VALUES: [(&str, &str); 12] = [
     ("String", "string"),
     ("bool", "boolean"),
     ("usize", "integer"),
     ("u16", "integer"),
     ("u32", "integer"),
     ("u64", "integer"),
+    ("f64", "number"),
     ("PathBuf", "path"),
     ("SocketAddr", "address"),
     ("Duration", "duration"),
