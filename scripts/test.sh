@@ -17,8 +17,8 @@ set -- "${args[@]+"${args[@]}"}"
 export RUST_TEST_THREADS="${HARVEST_TEST_THREADS:-2}"
 scripts/services.sh tools
 # Jaeger, the tracing tests' receiver: built once into the cache (minutes on a fresh machine),
-# then started by scripts/services.sh up.
-scripts/services/jaeger.sh build
+# then started by scripts/services.sh up. A failed build fails the tracing tests, not the rest.
+scripts/services/jaeger.sh build || echo "test.sh: Jaeger did not build: the tracing tests will fail" >&2
 # The output is long and what shows of it is often only its end, where backtraces bury the
 # panic messages: the summary below is printed last, from this copy.
 log=$(mktemp -t harvester-tests.XXXXXX)
