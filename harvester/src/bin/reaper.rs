@@ -201,7 +201,14 @@ async fn main() {
             exit_for(&e)
         }
     };
-    drop(spans);
+    // The final flush blocks until the export is done, and the gRPC export runs on this
+    // runtime: dropping the guard on a worker would hold that worker while the export waits
+    // for one (a deadlock on a one-worker runtime). Off the workers, on the blocking pool.
+    if let Some(guard) = spans {
+        if let Err(e) = tokio::task::spawn_blocking(move || drop(guard)).await {
+            eprintln!("reaper: flushing the spans at exit failed: {e}");
+        }
+    }
     std::process::exit(code);
 }
 

@@ -30,8 +30,9 @@ pub const PRODUCE_REQUESTS: &str = "harvester_kafka_produce_requests_total";
 pub const RECORDS_SENT: &str = "harvester_kafka_records_sent_total";
 pub const PARTITION_BATCHES: &str = "harvester_kafka_partition_batches_total";
 pub const PARTITION_BATCH_RECORDS: &str = "harvester_kafka_partition_batch_records_total";
-/// Rows whose `traceparent` header is malformed, seen with harvester tracing on (published as
-/// written; docs/tracing.md).
+/// Rows whose `traceparent` header is malformed (not W3C, or more than one), counted once per
+/// row (its first send in a pipeline, not every retry or resend) with harvester tracing on;
+/// published as written (docs/tracing.md).
 pub const TRACE_CONTEXT_MALFORMED: &str = "harvester_trace_context_malformed_total";
 
 // Gauges.

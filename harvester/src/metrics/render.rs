@@ -120,7 +120,7 @@ fn counters(e: &mut Exposition, s: &Stats) {
     );
     e.counter(
         n::TRACE_CONTEXT_MALFORMED,
-        "Rows whose traceparent header is malformed (published as written; counted with tracing on).",
+        "Rows seen with a malformed traceparent header (not W3C, or more than one), counted once per row on its first send with harvester tracing on; published with their headers as written.",
         &s.trace_context_malformed,
     );
     e.counter(

@@ -41,6 +41,10 @@ pub struct Held {
     pub marked_at: Instant,
     /// When the record was handed to the producer (for the publish latency).
     pub sent_at: Option<Instant>,
+    /// The term's generation (leader id) whose mark brought the record, as its place in the
+    /// term's list (`TermContext::generations`; its span's `harvester.leader_id`): 0, the
+    /// term's first, when admitted without one.
+    pub leader: u32,
 }
 
 /// A key whose rows were reset: nothing of it is sent until these ids are marked again.
@@ -159,6 +163,12 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
     /// Queues a marked record in id order within its key, marked at `now` (a batch reads the
     /// clock once).
     pub fn admit_at(&mut self, record: OutboxRecord, now: Instant) -> Admitted {
+        self.admit_marked(record, now, 0)
+    }
+
+    /// Queues a record marked at `now` under the term's `leader`-th generation, in id order
+    /// within its key.
+    pub fn admit_marked(&mut self, record: OutboxRecord, now: Instant, leader: u32) -> Admitted {
         if self.index.contains_key(&record.id) {
             return Admitted::Duplicate;
         }
@@ -191,6 +201,7 @@ impl<S: BuildHasher + Default> KeyQueues<S> {
                 state: State::Queued,
                 marked_at: now,
                 sent_at: None,
+                leader,
             },
         );
         Admitted::Queued { key, new_key }

@@ -59,7 +59,7 @@ pub(crate) async fn run(
             pause(Duration::from_millis(10), &graceful, &hard).await;
             continue;
         }
-        let generation = ctx.current_generation();
+        let (generation, leader) = ctx.current_generation_indexed();
         // From reading the scope until the batches are with the shards (see `narrow`).
         let marking = ctx.marking.lock().await;
         let scope = ctx.scope.read().clone();
@@ -154,7 +154,7 @@ pub(crate) async fn run(
                 continue;
             }
             tokio::select! {
-                sent = shards[shard].send(ToShard::Records { mark: number, records: batch }) => if sent.is_err() { return Ok(()) },
+                sent = shards[shard].send(ToShard::Records { mark: number, leader, records: batch }) => if sent.is_err() { return Ok(()) },
                 () = hard.cancelled() => return Ok(()),
             }
         }

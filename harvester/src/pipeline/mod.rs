@@ -147,9 +147,11 @@ pub(crate) enum ToPurger {
 /// a batch is answered after the batch was admitted.
 #[derive(Debug)]
 pub(crate) enum ToShard {
-    /// Marked records for the shard's keys, from the `mark`-th mark of the term (see [`gone`]).
+    /// Marked records for the shard's keys, from the `mark`-th mark of the term (see [`gone`]),
+    /// marked under the term's `leader`-th generation (`TermContext::generations`).
     Records {
         mark: u64,
+        leader: u32,
         records: Vec<OutboxRecord>,
     },
     /// Which keys the shard holds rows of (only among `among`, when given).
@@ -226,12 +228,12 @@ impl TermContext {
         (self.gate)()
     }
 
-    pub fn current_generation(&self) -> Uuid {
-        *self
-            .generations
-            .read()
-            .last()
-            .expect("a term starts with a generation")
+    /// The current generation and its place in the term's list (what a held record carries:
+    /// four bytes, where a `Uuid` made the per-key queues' moves measurably slower).
+    pub fn current_generation_indexed(&self) -> (Uuid, u32) {
+        let generations = self.generations.read();
+        let last = generations.len() - 1; // a term starts with a generation
+        (generations[last], last as u32)
     }
 
     pub fn all_generations(&self) -> Vec<Uuid> {

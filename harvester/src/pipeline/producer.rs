@@ -114,15 +114,17 @@ pub fn message_headers(record: &OutboxRecord) -> OwnedHeaders {
     headers
 }
 
-/// The Kafka headers of a record whose first `traceparent` header is published as
-/// `traceparent` instead (the harvester span's context, so a consumer continues from it).
-pub fn traced_headers(record: &OutboxRecord, traceparent: &str) -> OwnedHeaders {
+/// The Kafka headers of a record whose `traceparent` header (named exactly so: Kafka header
+/// names are case-sensitive; a row with more than one is never replaced, see
+/// `telemetry::traceparent::find_traceparent`) is published as `traceparent` instead (the
+/// harvester span's context, so a consumer continues from it).
+pub fn traced_headers(record: &OutboxRecord, traceparent: &[u8]) -> OwnedHeaders {
     let mut headers = OwnedHeaders::new_with_capacity(record.headers.len());
     let mut replaced = false;
     for (k, v) in &record.headers {
-        let value = if !replaced && k.eq_ignore_ascii_case(crate::telemetry::TRACEPARENT) {
+        let value = if !replaced && k == crate::telemetry::TRACEPARENT {
             replaced = true;
-            traceparent.as_bytes()
+            traceparent
         } else {
             v.as_slice()
         };

@@ -14,6 +14,8 @@ pub mod traceparent;
 #[cfg(feature = "otlp")]
 mod install;
 #[cfg(feature = "otel")]
+mod malformed;
+#[cfg(feature = "otel")]
 mod spans;
 #[cfg(not(feature = "otel"))]
 mod stub;
@@ -22,7 +24,7 @@ mod stub;
 pub use install::{install, Resolved, TracingGuard, DEFAULT_SERVICE_NAME};
 pub use settings::{OtlpProtocol, TracingConfig};
 #[cfg(feature = "otel")]
-pub(crate) use spans::{current, PipelineTracing, RecordSpans, Sending};
+pub(crate) use spans::{current, PipelineTracing, RecordSpans, ResetWhy, Sending};
 #[cfg(not(feature = "otel"))]
-pub(crate) use stub::{PipelineTracing, RecordSpans, Sending};
+pub(crate) use stub::{PipelineTracing, RecordSpans, ResetWhy, Sending};
 pub use traceparent::{TraceParent, TRACEPARENT, TRACESTATE};

@@ -1,8 +1,9 @@
 //! `[tracing]`: the harvester's span per record and where the reaper exports spans (OTLP).
 //!
 //! The settings live here, with the part they configure, and `config` re-exports them (as it
-//! does the Kafka and store settings), so telemetry never imports `config`. Off by default. Every field but `enabled` may be left unset, and then the standard
-//! OpenTelemetry environment variables decide (`OTEL_EXPORTER_OTLP_ENDPOINT`,
+//! does the Kafka and store settings), so telemetry never imports `config`. Off by default.
+//! Every field but `enabled` may be left unset, and then the standard OpenTelemetry
+//! environment variables decide (`OTEL_EXPORTER_OTLP_ENDPOINT`,
 //! `OTEL_SERVICE_NAME`, `OTEL_TRACES_SAMPLER_ARG`, ...): a value in the file wins over the
 //! environment, the environment over the built-in default. `telemetry::Resolved` applies that
 //! order (feature `otlp`); an embedder that installs its own provider uses only `enabled`.
@@ -22,13 +23,18 @@ pub struct TracingConfig {
     /// `traceparent`. Default false: rows' headers pass through unread. Needs the `otel`
     /// feature (the reaper has it); the reaper then exports over OTLP (`otlp`).
     pub enabled: bool,
-    /// The OTLP receiver, e.g. `http://127.0.0.1:4317` (gRPC) or `http://127.0.0.1:4318`
-    /// (HTTP; `/v1/traces` is appended when the URL has no path). Default: unset, then
-    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, then `OTEL_EXPORTER_OTLP_ENDPOINT`, else
+    /// The OTLP receiver, a plain `http://` URL (no TLS backend is built in: for an `https://`
+    /// receiver, export to a local collector that forwards), e.g. `http://127.0.0.1:4317`
+    /// (gRPC) or `http://127.0.0.1:4318` (HTTP). Over HTTP this value is used as given when it
+    /// has a path, and gets `/v1/traces` when it has none (so the port alone works). Default:
+    /// unset, then `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as given, as the OpenTelemetry
+    /// spec says of the signal-specific variable), then `OTEL_EXPORTER_OTLP_ENDPOINT` (over
+    /// HTTP, `/v1/traces` appended to its path, as the spec says of the generic one), else
     /// `http://localhost:4317` (gRPC) or `http://localhost:4318/v1/traces` (HTTP).
     pub endpoint: Option<String>,
-    /// `grpc` or `http` (protobuf over HTTP). Default: unset, then `OTEL_EXPORTER_OTLP_PROTOCOL`
-    /// (`grpc` or `http/protobuf`), else `grpc`.
+    /// `grpc` or `http` (protobuf over HTTP). Default: unset, then
+    /// `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, then `OTEL_EXPORTER_OTLP_PROTOCOL` (`grpc` or
+    /// `http/protobuf`; `http/json` is not supported and refused), else `grpc`.
     pub protocol: Option<OtlpProtocol>,
     /// The share of new traces sampled, 0.0 to 1.0, parent-based: a record whose writer's
     /// context is sampled (or not) follows it, and a record without one starts a trace sampled
@@ -42,12 +48,19 @@ pub struct TracingConfig {
     #[serde(with = "humantime_serde::option")]
     pub export_interval: Option<Duration>,
     /// How long one export may take before it is abandoned. Default: unset, then
-    /// `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds), else 10s.
+    /// `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, then `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds),
+    /// else 10s.
     #[serde(with = "humantime_serde::option")]
     pub export_timeout: Option<Duration>,
+    /// How many ended spans may wait for export. Spans beyond it are dropped, not waited for:
+    /// publishing never blocks on tracing (a slow or absent receiver costs spans, not
+    /// throughput). Default: unset, then `OTEL_BSP_MAX_QUEUE_SIZE`, else 2048 (the SDK's).
+    pub max_queue_size: Option<usize>,
 }
 
-/// Checked by `validate()`: a ratio outside 0..=1 samples nothing or everything unexpectedly.
+/// `Config` is `Eq`, and this struct is part of it; `sampling_ratio` is an `f64`, which is only
+/// `PartialEq` because NaN is not equal to itself. `validate()` refuses NaN (it is outside
+/// 0.0..=1.0), so in a valid config equality is reflexive and `Eq` holds.
 impl Eq for TracingConfig {}
 
 /// The OTLP transport.
@@ -76,10 +89,10 @@ impl TracingConfig {
             ));
         }
         if let Some(e) = self.endpoint.as_deref() {
-            if !(e.starts_with("http://") || e.starts_with("https://")) {
+            if let Some(problem) = endpoint_problem(e) {
                 p.push(ConfigProblem::new(
                     "tracing.endpoint",
-                    format!("({e:?}) must be an http:// or https:// URL, e.g. \"http://127.0.0.1:4317\"; leave it unset for OTEL_EXPORTER_OTLP_ENDPOINT"),
+                    format!("({e:?}) {problem}; leave it unset for OTEL_EXPORTER_OTLP_ENDPOINT"),
                 ));
             }
         }
@@ -99,7 +112,31 @@ impl TracingConfig {
                 "must be above 0; leave it unset for OTEL_EXPORTER_OTLP_TIMEOUT or 10s",
             ));
         }
+        if self.export_interval.is_some_and(|t| t.is_zero()) {
+            p.push(ConfigProblem::new(
+                "tracing.export_interval",
+                "must be above 0; leave it unset for OTEL_BSP_SCHEDULE_DELAY or 5s",
+            ));
+        }
+        if self.max_queue_size == Some(0) {
+            p.push(ConfigProblem::new(
+                "tracing.max_queue_size",
+                "must be above 0 (0 would drop every span); leave it unset for OTEL_BSP_MAX_QUEUE_SIZE or 2048",
+            ));
+        }
         p
+    }
+}
+
+/// What is wrong with an OTLP endpoint URL, if anything: it must be plain `http://` (no TLS
+/// backend is built).
+pub(crate) fn endpoint_problem(url: &str) -> Option<&'static str> {
+    if url.starts_with("http://") {
+        None
+    } else if url.starts_with("https://") {
+        Some("is https://, but the harvester is built without a TLS backend for the exporter; give a plain http:// receiver (e.g. an OpenTelemetry Collector nearby that forwards over TLS)")
+    } else {
+        Some("must be an http:// URL, e.g. \"http://127.0.0.1:4317\"")
     }
 }
 
@@ -110,10 +147,12 @@ mod tests {
     #[test]
     fn problems_name_the_field() {
         let c = TracingConfig {
-            sampling_ratio: Some(1.5),
+            sampling_ratio: Some(f64::NAN),
             endpoint: Some("127.0.0.1:4317".into()),
             service_name: Some(" ".into()),
             export_timeout: Some(Duration::ZERO),
+            export_interval: Some(Duration::ZERO),
+            max_queue_size: Some(0),
             ..Default::default()
         };
         let fields: Vec<String> = c.problems().into_iter().map(|p| p.field).collect();
@@ -123,9 +162,23 @@ mod tests {
                 "tracing.sampling_ratio",
                 "tracing.endpoint",
                 "tracing.service_name",
-                "tracing.export_timeout"
+                "tracing.export_timeout",
+                "tracing.export_interval",
+                "tracing.max_queue_size",
             ]
         );
         assert!(TracingConfig::default().problems().is_empty());
+    }
+
+    #[test]
+    fn an_https_endpoint_is_refused_with_its_fix() {
+        let c = TracingConfig {
+            endpoint: Some("https://collector:4317".into()),
+            ..Default::default()
+        };
+        let p = c.problems();
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].field, "tracing.endpoint");
+        assert!(p[0].message.contains("plain http://"), "{}", p[0].message);
     }
 }

@@ -30,25 +30,28 @@ pub(crate) struct Sending<'a> {
     pub headers: &'a [(String, Vec<u8>)],
     pub committed: chrono::DateTime<chrono::Utc>,
     pub marked_at: Instant,
-    pub now: Instant,
-    pub attempt: u32,
-    pub leader_id: uuid::Uuid,
+    pub leader: u32,
+    pub generations: &'a parking_lot::RwLock<Vec<uuid::Uuid>>,
+}
+
+/// Why rows were reset (see the `otel` version).
+#[allow(dead_code)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ResetWhy<'a> {
+    KeyFailed(i64),
+    Aborted(&'a str),
 }
 
 impl RecordSpans {
-    pub fn new(tracing: Arc<PipelineTracing>, _shard: usize) -> Self {
+    pub fn new(tracing: Arc<PipelineTracing>, _shard: usize, _transactional: bool) -> Self {
         match *tracing {}
     }
 
-    pub fn sent(&mut self, _s: Sending<'_>) -> Option<String> {
+    pub fn sending(&mut self, _s: Sending<'_>) -> Option<&[u8]> {
         match *self {}
     }
 
-    pub fn acked(&mut self, _id: i64, _partition: i32, _offset: i64, _now: Instant) {
-        match *self {}
-    }
-
-    pub fn finished(&mut self, _ids: &[i64], _now: Instant) {
+    pub fn sent(&mut self, _id: i64, _now: Instant) {
         match *self {}
     }
 
@@ -56,7 +59,27 @@ impl RecordSpans {
         match *self {}
     }
 
+    pub fn acked(&mut self, _id: i64, _partition: i32, _offset: i64, _now: Instant) {
+        match *self {}
+    }
+
+    pub fn committed(&mut self, _ids: &[i64]) {
+        match *self {}
+    }
+
     pub fn failed(&mut self, _id: i64, _error: &dyn std::error::Error) {
+        match *self {}
+    }
+
+    pub fn quarantining(&mut self, _id: i64, _reason: &str) {
+        match *self {}
+    }
+
+    pub fn finished(&mut self, _ids: &[i64], _now: Instant) {
+        match *self {}
+    }
+
+    pub fn reset(&mut self, _ids: &[i64], _why: ResetWhy<'_>) {
         match *self {}
     }
 }

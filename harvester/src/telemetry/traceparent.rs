@@ -19,8 +19,10 @@ pub struct TraceParent {
 impl TraceParent {
     /// Parses a `traceparent` header value (W3C Trace Context, level 1): version `00` exactly as
     /// specified; a later version (not `ff`) by its first four fields, as the spec asks of a
-    /// reader that knows an older version. None when it is malformed, or names the invalid
-    /// all-zero trace or span id.
+    /// reader that knows an older version, keeping of its flags only the one version 00 defines
+    /// (`sampled`: a later version's other bits mean nothing here, and must not be passed on
+    /// under version 00). None when it is malformed, or names the invalid all-zero trace or span
+    /// id.
     pub fn parse(value: &[u8]) -> Option<TraceParent> {
         let text = std::str::from_utf8(value).ok()?;
         if text.len() < 55 || !text.is_char_boundary(55) {
@@ -49,10 +51,11 @@ impl TraceParent {
         if !(lower_hex(v, 2) && lower_hex(t, 32) && lower_hex(s, 16) && lower_hex(f, 2)) {
             return None;
         }
+        let flags = u8::from_str_radix(f, 16).ok()?;
         let parsed = TraceParent {
             trace_id: u128::from_str_radix(t, 16).ok()?,
             span_id: u64::from_str_radix(s, 16).ok()?,
-            flags: u8::from_str_radix(f, 16).ok()?,
+            flags: if version == "00" { flags } else { flags & 0x01 },
         };
         (parsed.trace_id != 0 && parsed.span_id != 0).then_some(parsed)
     }
@@ -71,13 +74,35 @@ impl TraceParent {
     }
 }
 
-/// The value of the first header named `name` (ASCII case-insensitive, as Kafka clients treat
-/// these names in practice; the stasher writes them lowercase).
+/// The value of the header named exactly `name`: Kafka header names are case-sensitive, and the
+/// W3C names are lowercase (as the stasher writes them); a `TraceParent` header is someone
+/// else's and passes untouched.
 pub fn find<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
     headers
         .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .find(|(k, _)| k == name)
         .map(|(_, v)| v.as_slice())
+}
+
+/// What a row's headers say of its `traceparent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found<'a> {
+    /// No `traceparent` header.
+    None,
+    /// Exactly one, with this value.
+    One(&'a [u8]),
+    /// More than one (malformed: which would a consumer read?); the first one's value.
+    Many(&'a [u8]),
+}
+
+/// The row's `traceparent` header(s), by exact name.
+pub fn find_traceparent(headers: &[(String, Vec<u8>)]) -> Found<'_> {
+    let mut named = headers.iter().filter(|(k, _)| k == TRACEPARENT);
+    match (named.next(), named.next()) {
+        (None, _) => Found::None,
+        (Some((_, v)), None) => Found::One(v),
+        (Some((_, v)), Some(_)) => Found::Many(v),
+    }
 }
 
 #[cfg(test)]
@@ -96,6 +121,11 @@ mod tests {
         // A later version: its first four fields, whatever follows a dash.
         let v1 = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-extra";
         assert!(!TraceParent::parse(v1.as_bytes()).unwrap().sampled());
+        // A later version's flags: only `sampled` is kept.
+        let v1 = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-ff";
+        assert_eq!(TraceParent::parse(v1.as_bytes()).unwrap().flags, 0x01);
+        let v1 = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-fe";
+        assert_eq!(TraceParent::parse(v1.as_bytes()).unwrap().flags, 0x00);
     }
 
     #[test]
@@ -116,10 +146,23 @@ mod tests {
         assert_eq!(TraceParent::parse(&[0xff; 55]), None);
     }
 
+    fn header(k: &str, v: &str) -> (String, Vec<u8>) {
+        (k.to_owned(), v.as_bytes().to_vec())
+    }
+
     #[test]
-    fn headers_are_found_by_name_whatever_the_case() {
-        let h = vec![("TraceParent".to_owned(), b"x".to_vec())];
-        assert_eq!(find(&h, TRACEPARENT), Some(&b"x"[..]));
-        assert_eq!(find(&h, TRACESTATE), None);
+    fn headers_are_found_by_their_exact_name() {
+        let h = vec![header("TraceParent", "x"), header("tracestate", "y")];
+        assert_eq!(find(&h, TRACEPARENT), None);
+        assert_eq!(find(&h, TRACESTATE), Some(&b"y"[..]));
+        assert_eq!(find_traceparent(&h), Found::None);
+    }
+
+    #[test]
+    fn more_than_one_traceparent_is_told_apart() {
+        let one = vec![header("traceparent", "a"), header("TRACEPARENT", "b")];
+        assert_eq!(find_traceparent(&one), Found::One(&b"a"[..]));
+        let two = vec![header("traceparent", "a"), header("traceparent", "b")];
+        assert_eq!(find_traceparent(&two), Found::Many(&b"a"[..]));
     }
 }

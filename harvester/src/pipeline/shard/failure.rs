@@ -10,6 +10,7 @@ use crate::pipeline::classify::{classify, Failure};
 use crate::pipeline::diagnose::shortfall;
 use crate::pipeline::keys::{Key, State};
 use crate::pipeline::{Stats, ToPurger};
+use crate::telemetry::ResetWhy;
 use crate::Result;
 
 use super::{Shard, DIAGNOSE_WITHIN};
@@ -92,9 +93,12 @@ impl Shard {
         }
         tracing::debug!(id, attempts, "delivery failed, resetting its key: {error}");
         let Some(key) = self.keys.key_of(id).cloned() else {
+            if let Some(spans) = self.spans.as_mut() {
+                spans.reset(&[id], ResetWhy::KeyFailed(id));
+            }
             return Ok(());
         };
-        self.reset_key(&key, id).await
+        self.reset_key(&key, id, ResetWhy::KeyFailed(id)).await
     }
 
     /// A delivery succeeded at `now`: once failures have stopped for a while, what was read
@@ -165,9 +169,14 @@ impl Shard {
     }
 
     /// Drops the key's rows from memory, resets them in the table, and blocks the key until
-    /// they are marked again.
+    /// they are marked again; their spans end, for `why`.
     /// `failed` is the row whose failure this is (its report has already left `outstanding`).
-    pub(super) async fn reset_key(&mut self, key: &Key, failed: i64) -> Result<()> {
+    pub(super) async fn reset_key(
+        &mut self,
+        key: &Key,
+        failed: i64,
+        why: ResetWhy<'_>,
+    ) -> Result<()> {
         let Some(reset) = self.keys.reset(key) else {
             return Ok(());
         };
@@ -181,6 +190,9 @@ impl Shard {
                 .fetch_sub(1, Ordering::Relaxed);
         }
         let ids = reset.ids;
+        if let Some(spans) = self.spans.as_mut() {
+            spans.reset(&ids, why);
+        }
         self.ctx.release(ids.len());
         Stats::add(&self.ctx.stats.reset, ids.len() as u64);
         self.purger
@@ -199,6 +211,9 @@ impl Shard {
         }
         let reason = format!("row {id}{to}: delivery failed after {attempts} attempt(s): {error}");
         tracing::warn!(id, "quarantining: {reason}");
+        if let Some(spans) = self.spans.as_mut() {
+            spans.quarantining(id, &reason);
+        }
         let msg = ToPurger::Quarantine {
             shard: Some(self.producer.shard),
             id,

@@ -104,7 +104,7 @@ impl Shard {
             spans: ctx
                 .tracing
                 .clone()
-                .map(|t| RecordSpans::new(t, producer.shard)),
+                .map(|t| RecordSpans::new(t, producer.shard, ctx.transactions.is_some())),
             stall: Stall::new(ctx.limits.producer_stall_timeout),
             failures: FailureLog::default(),
             keys: KeyQueues::new().with_window(ctx.limits.max_in_flight_per_key),
@@ -166,8 +166,8 @@ impl Shard {
                     if let Err(e) = self.on_reports(report, &mut reports).await { break Err(e); }
                 }
                 batch = batches.recv(), if draining.is_none() => match batch {
-                    Some(ToShard::Records { mark, records }) => {
-                        if let Err(e) = self.on_batch(mark, records).await { break Err(e); }
+                    Some(ToShard::Records { mark, leader, records }) => {
+                        if let Err(e) = self.on_batch(mark, leader, records).await { break Err(e); }
                     }
                     Some(ToShard::Probe { among, reply }) => {
                         let _ = reply.send(self.keys.held_keys(among.as_deref()));
@@ -229,7 +229,7 @@ impl Shard {
         result
     }
 
-    async fn on_batch(&mut self, mark: u64, records: Vec<OutboxRecord>) -> Result<()> {
+    async fn on_batch(&mut self, mark: u64, leader: u32, records: Vec<OutboxRecord>) -> Result<()> {
         self.gone.batch_of(mark);
         let mut to_send = Vec::with_capacity(records.len());
         let wall = chrono::Utc::now();
@@ -240,7 +240,7 @@ impl Shard {
                 // Read by a re-mark before its purge, finished here since: a stale copy.
                 Admitted::Duplicate
             } else {
-                self.keys.admit_at(record, now)
+                self.keys.admit_marked(record, now, leader)
             };
             match admitted {
                 Admitted::Duplicate => {
@@ -305,7 +305,6 @@ impl Shard {
                     spans,
                     producer: &self.producer,
                     ctx: &self.ctx,
-                    attempts: &self.attempts,
                 }
                 .send(front, txn_seq, *now),
             };
@@ -381,12 +380,12 @@ impl Shard {
         {
             return Ok(());
         }
-        if let (Some(spans), Ok(d)) = (self.spans.as_mut(), &report.result) {
-            spans.acked(report.tag.id, d.partition, d.offset, now);
-        }
         match report.result {
-            Ok(_) if self.txn.is_some() => {
+            Ok(d) if self.txn.is_some() => {
                 // In the open transaction, not yet visible: the commit purges it.
+                if let Some(spans) = self.spans.as_mut() {
+                    spans.acked(report.tag.id, d.partition, d.offset, now);
+                }
                 self.outstanding = self.outstanding.saturating_sub(1);
                 self.recovered(now);
                 if let Some(sent) = self.keys.held_mut(report.tag.id).and_then(|h| h.sent_at) {
@@ -394,7 +393,10 @@ impl Shard {
                 }
                 Ok(())
             }
-            Ok(_) => {
+            Ok(d) => {
+                if let Some(spans) = self.spans.as_mut() {
+                    spans.acked(report.tag.id, d.partition, d.offset, now);
+                }
                 self.outstanding = self.outstanding.saturating_sub(1);
                 self.stall.success();
                 Stats::add(&self.ctx.stats.published, 1);

@@ -14,6 +14,7 @@ use crate::pipeline::keys::Key;
 use crate::pipeline::producer::Report;
 use crate::pipeline::txn::{classify_call, is_collateral, CallFailure, TxnState};
 use crate::pipeline::{Stats, ToPurger};
+use crate::telemetry::ResetWhy;
 use crate::Result;
 
 use super::{observe_commit_to_ack, Shard};
@@ -117,6 +118,10 @@ impl Shard {
                         Some(c @ (Failure::Permanent | Failure::Transient)) => c,
                         _ => Failure::Suspect,
                     };
+                    if let Some(spans) = self.spans.as_mut() {
+                        // Its span ends as quarantined or failed, with this error, not purged.
+                        spans.failed(id, own.as_ref().unwrap_or(&e));
+                    }
                     let reason = own.map_or_else(|| e.to_string(), |re| re.to_string());
                     let quarantine = self.blame(id, class);
                     return self.abort(id, quarantine, &reason).await;
@@ -143,6 +148,9 @@ impl Shard {
         let (at, wall) = (Instant::now(), chrono::Utc::now());
         while let Ok(report) = reports.try_recv() {
             self.on_report(report, at, wall).await?;
+        }
+        if let Some(spans) = self.spans.as_mut() {
+            spans.committed(&open.ids);
         }
         let ctx = Arc::clone(&self.ctx);
         let stats = &ctx.stats;
@@ -264,7 +272,8 @@ impl Shard {
             "transaction aborted ({why}); resetting its keys"
         );
         for key in keys {
-            self.reset_key(&key, failed.unwrap_or(0)).await?;
+            self.reset_key(&key, failed.unwrap_or(0), ResetWhy::Aborted(why))
+                .await?;
         }
         // Nothing is outstanding outside the open transaction.
         self.outstanding = 0;

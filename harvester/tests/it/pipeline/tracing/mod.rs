@@ -26,6 +26,9 @@ use support::{
     EXPORT_TIMEOUT, MARGIN,
 };
 
+/// The `tracestate` the traced rows carry (vendor data the harvester must pass unchanged).
+const TRACESTATE: &str = "vendor=x";
+
 on_every_backend!(a_writers_trace_continues_through_the_harvester_to_the_consumer);
 
 async fn a_writers_trace_continues_through_the_harvester_to_the_consumer(backend: Backend) {
@@ -64,11 +67,16 @@ async fn traced_harvest(backend: Backend, transactional: bool) {
 
     // The writer's transaction, inside its span: three traced rows, one without a context,
     // one with a malformed context.
+    // The traced rows carry a `tracestate` too, which must reach the consumer unchanged.
     let tracer = ex.writer.tracer("writer");
     let cx = Context::new().with_span(tracer.start_with_context("place orders", &Context::new()));
     let writer_span = cx.span().span_context().clone();
+    let writers = format!("00-{}-{}-01", writer_span.trace_id(), writer_span.span_id());
     let mut records: Vec<StashRecord> = (0..3)
-        .map(|i| StashRecord::new(&world.topic, format!("traced-{i}"), "v").with_trace_of(&cx))
+        .map(|i| {
+            StashRecord::new(&world.topic, format!("traced-{i}"), "v")
+                .trace_context(&writers, Some(TRACESTATE))
+        })
         .collect();
     records.push(StashRecord::new(&world.topic, "plain", "v"));
     records.push(
@@ -81,12 +89,13 @@ async fn traced_harvest(backend: Backend, transactional: bool) {
     let read = consume(&world, records.len(), world.publishing()).await;
     world.drained().await;
     let stats = handle.harvester.stats();
+    let leader = handle.harvester.leader_id().map(|id| id.to_string());
     handle.stop().await.unwrap();
     ex.harvester.flush();
 
     let trace_id = writer_span.trace_id().to_string();
     let within = EXPORT_INTERVAL + EXPORT_TIMEOUT + MARGIN;
-    let trace = trace(jaeger, &trace_id, within, |all| {
+    let trace = trace(&jaeger, &trace_id, within, |all| {
         ids.iter().take(3).all(|id| {
             row_spans(all, &world.topic, *id)
                 .iter()
@@ -134,15 +143,24 @@ async fn traced_harvest(backend: Backend, transactional: bool) {
             Some(got.offset.to_string())
         );
         assert_eq!(tag(span, "outbox.attempt").as_deref(), Some("1"));
-        assert!(
-            tag(span, "harvester.leader_id").is_some() && tag(span, "harvester.term").is_some()
+        assert_eq!(tag(span, "outbox.outcome").as_deref(), Some("purged"));
+        assert_eq!(
+            tag(span, "harvester.leader_id"),
+            leader,
+            "the leader id that marked the row"
         );
+        assert!(tag(span, "harvester.term").is_some());
         assert_eq!(events(span), ["marked", "sent", "acknowledged", "purged"]);
         let own = span["spanID"].as_str().unwrap();
         assert_eq!(
             got.traceparent.as_deref(),
             Some(format!("00-{trace_id}-{own}-01").as_str()),
             "the record carries the harvester span's context"
+        );
+        assert_eq!(
+            got.tracestate.as_deref(),
+            Some(TRACESTATE),
+            "the writer's tracestate passes unchanged"
         );
     }
     assert_eq!(
@@ -162,7 +180,8 @@ async fn traced_harvest(backend: Backend, transactional: bool) {
 }
 
 /// With harvester tracing off (the default) the writer's headers are published exactly as
-/// written: the consumer's `traceparent` is the writer's span, and the harvester makes no span.
+/// written: the consumer's `traceparent` is the writer's span, and the harvester makes no span;
+/// a malformed context is not even read (the counter stays 0).
 #[tokio::test]
 async fn with_tracing_off_the_writers_context_passes_unchanged() {
     crate::common::backend::run(Backend::Postgres, untraced_harvester).await
@@ -178,13 +197,24 @@ async fn untraced_harvester(backend: Backend) {
     let sc = cx.span().span_context().clone();
     let record = StashRecord::new(&world.topic, "untraced", "v").with_trace_of(&cx);
     let written = record.headers.clone();
-    let id = world.stash(&[record]).await[0];
+    let malformed =
+        StashRecord::new(&world.topic, "malformed", "v").trace_context("not-a-traceparent", None);
+    let id = world.stash(&[record, malformed]).await[0];
     cx.span().end();
     ex.writer.force_flush().unwrap();
     let handle = world.start(world.config()).await;
-    let read = consume(&world, 1, world.first_lead() + world.publishing()).await;
+    let read = consume(&world, 2, world.first_lead() + world.publishing()).await;
     world.drained().await;
+    let stats = handle.harvester.stats();
     handle.stop().await.unwrap();
+    assert_eq!(
+        read["malformed"].traceparent.as_deref(),
+        Some("not-a-traceparent")
+    );
+    assert_eq!(
+        stats.trace_context_malformed, 0,
+        "with tracing off headers are not read"
+    );
     ex.harvester.flush();
     let writers = format!("00-{}-{}-01", sc.trace_id(), sc.span_id());
     assert_eq!(
@@ -199,6 +229,6 @@ async fn untraced_harvester(backend: Backend) {
     // The writer's span is in Jaeger; once it is, nothing of the harvester is in its trace.
     let trace_id = sc.trace_id().to_string();
     let within = EXPORT_INTERVAL + EXPORT_TIMEOUT + MARGIN;
-    let trace = trace(jaeger, &trace_id, within, |all| !all.is_empty()).await;
+    let trace = trace(&jaeger, &trace_id, within, |all| !all.is_empty()).await;
     assert!(row_spans(&spans(&trace), &world.topic, id).is_empty());
 }

@@ -11,8 +11,7 @@ use opentelemetry::Context;
 use testkit::process::{Observed, Signal};
 
 use super::support::{
-    consume, events, exporters, jaeger, otlp_endpoint, row_spans, service, spans, trace,
-    EXPORT_TIMEOUT, MARGIN,
+    consume, events, exporters, jaeger, otlp_endpoint, row_spans, service, spans, trace, MARGIN,
 };
 use crate::common::backend::{run, Backend};
 use crate::common::reaper::{reaper_bin, stop_bound, wait_serving};
@@ -21,6 +20,11 @@ use harvester::outbox::StashRecord;
 
 /// The reaper's batch exporter waits this long between exports: longer than the whole test.
 const NEVER_DURING_THE_TEST: Duration = Duration::from_secs(600);
+
+/// The reaper's own export timeout (`tracing.export_timeout`'s default, 10 s, set here through
+/// `OTEL_EXPORTER_OTLP_TIMEOUT` so the wait below cannot drift from it): the flush at exit
+/// ends within it.
+const REAPER_EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[tokio::test]
 async fn the_reaper_exports_over_otlp_as_the_environment_says_and_flushes_at_exit() {
@@ -71,6 +75,10 @@ async fn reaper_flushes_at_exit(backend: Backend, protocol: &str) {
     .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
     .env("OTEL_SERVICE_NAME", &service_name)
     .env(
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+        REAPER_EXPORT_TIMEOUT.as_millis().to_string(),
+    )
+    .env(
         "OTEL_BSP_SCHEDULE_DELAY",
         NEVER_DURING_THE_TEST.as_millis().to_string(),
     );
@@ -92,7 +100,9 @@ async fn reaper_flushes_at_exit(backend: Backend, protocol: &str) {
         .wait_exit(stop_bound(&world.config()))
         .expect("the reaper exits on SIGTERM");
     assert!(status.success(), "reaper exit: {status}");
-    let trace = trace(jaeger, &trace_id, EXPORT_TIMEOUT + MARGIN, |all| {
+    // The flush at exit sent the spans within the reaper's export timeout; MARGIN is for
+    // Jaeger to make them queryable.
+    let trace = trace(&jaeger, &trace_id, REAPER_EXPORT_TIMEOUT + MARGIN, |all| {
         row_spans(all, &world.topic, id)
             .iter()
             .any(|s| events(s).iter().any(|e| e == "purged"))

@@ -58,18 +58,34 @@ async fn failed_then_retried(backend: Backend) {
     );
 
     let within = EXPORT_INTERVAL + EXPORT_TIMEOUT + MARGIN;
-    let trace = trace(jaeger, &trace_id, within, |all| {
+    let outcome = |s: &&serde_json::Value| tag(s, "outbox.outcome");
+    let trace = trace(&jaeger, &trace_id, within, |all| {
         let found = row_spans(all, &world.topic, id);
-        found.len() >= 2
-            && found
-                .iter()
-                .any(|s| events(s).iter().any(|e| e == "purged"))
+        let ended = |o: &str| found.iter().any(|s| outcome(s).as_deref() == Some(o));
+        ended("failed") && ended("purged")
     })
     .await;
     let all = spans(&trace);
     let found = row_spans(&all, &world.topic, id);
-    let (failed, delivered) = (found[0], found[found.len() - 1]);
-    assert_eq!(tag(failed, "outbox.attempt").as_deref(), Some("1"));
+    let with = |o: &str| -> Vec<&serde_json::Value> {
+        found
+            .iter()
+            .copied()
+            .filter(|s| outcome(s).as_deref() == Some(o))
+            .collect()
+    };
+    let (failures, delivered) = (with("failed"), with("purged"));
+    assert_eq!(delivered.len(), 1, "one span delivered the row");
+    assert_eq!(
+        failures.len() + delivered.len(),
+        found.len(),
+        "every other span of the row failed"
+    );
+    let delivered = delivered[0];
+    let failed = *failures
+        .iter()
+        .find(|s| tag(s, "outbox.attempt").as_deref() == Some("1"))
+        .expect("the first attempt failed");
     assert_eq!(tag(failed, "otel.status_code").as_deref(), Some("ERROR"));
     assert_eq!(tag(failed, "outbox.outcome").as_deref(), Some("failed"));
     assert!(
@@ -79,7 +95,8 @@ async fn failed_then_retried(backend: Backend) {
     );
     assert_eq!(
         tag(delivered, "outbox.attempt"),
-        Some(found.len().to_string())
+        Some((failures.len() + 1).to_string()),
+        "the attempt after every failed one"
     );
     assert_eq!(
         events(delivered),

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use opentelemetry_otlp::{SpanExporter, WithExportConfig};
 use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider};
@@ -57,6 +57,7 @@ pub(super) fn exporters() -> &'static Exporters {
             service_name: Some(harvester_service.clone()),
             export_interval: Some(EXPORT_INTERVAL),
             export_timeout: Some(EXPORT_TIMEOUT),
+            max_queue_size: None,
         };
         let harvester = harvester::telemetry::install(&config).unwrap().unwrap();
         let writer_service = format!("writer-it-{run}");
@@ -92,25 +93,47 @@ pub(super) fn exporters() -> &'static Exporters {
     })
 }
 
-/// Jaeger's query API (`JAEGER_QUERY_URL`), or None after `testkit::skip`.
-pub(super) fn jaeger() -> Option<SocketAddr> {
-    let Ok(url) = std::env::var("JAEGER_QUERY_URL") else {
+/// Jaeger's query API: its address, and the path it is served under (empty at the root, or
+/// e.g. `/jaeger` behind a prefix).
+#[derive(Debug, Clone)]
+pub(super) struct Jaeger {
+    addr: SocketAddr,
+    base: String,
+}
+
+/// Jaeger's query API (`JAEGER_QUERY_URL`), or None after `testkit::skip`; a URL that does not
+/// name a reachable host fails the test with what was wrong.
+pub(super) fn jaeger() -> Option<Jaeger> {
+    let Ok(raw) = std::env::var("JAEGER_QUERY_URL") else {
         testkit::skip::skip(
             "JAEGER_QUERY_URL is unset: start Jaeger with scripts/services/jaeger.sh start",
         );
         return None;
     };
-    let host = url.trim_start_matches("http://").trim_end_matches('/');
-    Some(host.to_socket_addrs().unwrap().next().unwrap())
+    let url = url::Url::parse(&raw)
+        .unwrap_or_else(|e| panic!("JAEGER_QUERY_URL ({raw:?}) is not a URL: {e}"));
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        panic!("JAEGER_QUERY_URL ({raw:?}) names no host and port");
+    };
+    let addr = (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .unwrap_or_else(|| panic!("JAEGER_QUERY_URL ({raw:?}): cannot resolve {host}:{port}"));
+    let base = url.path().trim_end_matches('/').to_owned();
+    Some(Jaeger { addr, base })
 }
 
-/// `GET path` on Jaeger's query API: HTTP/1.0, so the body comes whole (no chunks).
-pub(super) fn get(addr: SocketAddr, path: &str) -> Option<Value> {
+/// `GET path` on Jaeger's query API: HTTP/1.0, so the body comes whole (no chunks). Blocking:
+/// call it off the async runtime ([`trace`] does).
+fn get(jaeger: &Jaeger, path: &str) -> Option<Value> {
+    let addr = jaeger.addr;
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nhost: {addr}\r\n\r\n").ok()?;
+    let base = &jaeger.base;
+    write!(stream, "GET {base}{path} HTTP/1.0\r\nhost: {addr}\r\n\r\n").ok()?;
     let mut raw = String::new();
     stream.read_to_string(&mut raw).ok()?;
     let (head, body) = raw.split_once("\r\n\r\n")?;
@@ -126,6 +149,7 @@ pub(super) struct Consumed {
     pub(super) partition: i32,
     pub(super) offset: i64,
     pub(super) traceparent: Option<String>,
+    pub(super) tracestate: Option<String>,
 }
 
 /// Reads `count` records of `topic` from the start, by key; fails after `within`.
@@ -149,43 +173,56 @@ pub(super) async fn consume(
             .await
             .unwrap_or_else(|_| panic!("read {} of {count} records within {within:?}", read.len()))
             .unwrap();
-        let traceparent = m.headers().and_then(|h| {
-            h.iter()
-                .find(|h| h.key == "traceparent")
-                .and_then(|h| h.value)
-                .map(|v| String::from_utf8_lossy(v).into_owned())
-        });
+        let header = |name: &str| {
+            m.headers().and_then(|h| {
+                h.iter()
+                    .find(|h| h.key == name)
+                    .and_then(|h| h.value)
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+            })
+        };
+        let (traceparent, tracestate) = (header("traceparent"), header("tracestate"));
         let key = String::from_utf8_lossy(m.key().unwrap()).into_owned();
         let r = Consumed {
             partition: m.partition(),
             offset: m.offset(),
             traceparent,
+            tracestate,
         };
         read.insert(key, r);
     }
     read
 }
 
-/// The trace's spans once `want(spans)` holds, polling Jaeger for at most `within`.
+/// The trace's spans once `want(spans)` holds, polling Jaeger (off the runtime's workers) for
+/// at most `within`.
 pub(super) async fn trace(
-    jaeger: SocketAddr,
+    jaeger: &Jaeger,
     trace_id: &str,
     within: Duration,
     want: impl Fn(&[Value]) -> bool,
 ) -> Value {
     let path = format!("/api/traces/{trace_id}");
+    let deadline = Instant::now() + within;
     let mut last = Value::Null;
-    let found = testkit::wait_for("the trace in Jaeger", within, || {
-        let got = get(jaeger, &path);
+    loop {
+        let (jaeger, path) = (jaeger.clone(), path.clone());
+        let got = tokio::task::spawn_blocking(move || get(&jaeger, &path))
+            .await
+            .expect("the query task");
         let ok = got.as_ref().is_some_and(|t| want(&spans(t)));
         if let Some(t) = got {
             last = t;
         }
-        std::future::ready(ok)
-    })
-    .await;
-    found.unwrap_or_else(|e| panic!("{e}; Jaeger has: {last}"));
-    last
+        if ok {
+            return last;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the trace in Jaeger: not as wanted within {within:?}; Jaeger has: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 pub(super) fn spans(trace: &Value) -> Vec<Value> {
