@@ -631,8 +631,10 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_fires_the_rules_whe
             (rule, bound)
         })
         .collect();
-    node(&cluster, 1, NodeAction::Stop).await;
+    // From the moment the stop begins: the leader can lapse while the node is still shutting
+    // down, so an instant taken after the stop returns would make a rule seem to fire early.
     let stopped = Instant::now();
+    node(&cluster, 1, NodeAction::Stop).await;
     let seen = fired(&prom, &must, stopped).await;
     let states = prom.alerts().await;
     let written = load.stop().await;

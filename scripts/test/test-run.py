@@ -8,7 +8,10 @@ group, and a binary waits while another of its group runs:
 - `private-kafka`: binaries that start a Kafka cluster of their own (JVMs that take a core for
   their first seconds, on ports picked free just before);
 - `bench`: the bench's suites, which share its own Postgres cluster's port and switch the shared
-  server's autovacuum.
+  server's autovacuum;
+- `leases`: scale_out, whose Rink members hold 1 s leases, and operations, which loads the
+  machine (a Kafka JVM, Prometheus, a reaper under a steady writer): beside it a member once
+  missed its keep-alive and lost its buckets.
 
 Each binary's output is printed whole when it ends, headed as cargo heads it, so that
 scripts/test/test-summary.sh reads the log as it reads cargo's.
@@ -32,6 +35,7 @@ GROUPS = {
     "private-kafka": {
         "real_broker", "fencing", "neli_faults", "cluster_faults", "versus", "operations",
     },
+    "leases": {"scale_out", "operations"},
 }
 # Package-wide groups.
 PACKAGE_GROUPS = {"bench": "bench"}
