@@ -96,7 +96,11 @@ impl Reaper {
     pub async fn spawn_with(name: &str, config: &TempFile, extra: &[String]) -> Reaper {
         let mut args = vec!["--config", config.path(), "--events-json"];
         args.extend(extra.iter().map(String::as_str));
-        let mut proc = spawn_raw(name, &args);
+        Reaper::serving(spawn_raw(name, &args)).await
+    }
+
+    /// A reaper process started by the caller, once its HTTP endpoint serves.
+    pub async fn serving(mut proc: Observed) -> Reaper {
         wait_serving(&mut proc).await;
         let http = proc.lines_of("http")[0].value["addr"]
             .as_str()

@@ -18,7 +18,7 @@ use harvester::Config;
 use testkit::process::{Observed, Signal};
 use testkit::wait_for;
 
-use crate::common::reaper::{reaper_bin, stop_bound, wait_serving, Reaper};
+use crate::common::reaper::{reaper_bin, stop_bound, Reaper};
 use crate::common::World;
 
 fn examples() -> PathBuf {
@@ -278,14 +278,7 @@ async fn start_minimal(world: &World, example: &Config) -> Reaper {
         println!("the services' database is elsewhere than the example's: overridden");
         cmd.env("HARVESTER__DATABASE__URL", world.db.url());
     }
-    let mut proc = Observed::spawn("minimal-example", cmd).unwrap();
-    wait_serving(&mut proc).await;
-    let http = proc.lines_of("http")[0].value["addr"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    Reaper { proc, http }
+    Reaper::serving(Observed::spawn("minimal-example", cmd).unwrap()).await
 }
 
 #[tokio::test]
