@@ -26,8 +26,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -218,22 +217,6 @@ fn substitute(expr: &str, job: &str) -> String {
     out
 }
 
-/// `GET path` over HTTP/1.0 (so the answer is never chunked): status and body.
-fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw)?;
-    let status = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
-    Ok((status, body))
-}
-
 /// A free port on loopback now.
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -307,7 +290,7 @@ impl Prometheus {
     /// `GET path` (status, body), or status 0 while it does not answer.
     async fn get(&self, path: &str) -> (u16, String) {
         let (addr, path) = (self.addr, path.to_owned());
-        tokio::task::spawn_blocking(move || http_get(addr, &path))
+        tokio::task::spawn_blocking(move || testkit::http::get(addr, &path))
             .await
             .unwrap()
             .unwrap_or((0, String::new()))

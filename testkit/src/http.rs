@@ -1,5 +1,6 @@
-//! A blocking HTTP/1.1 GET for probing `/metrics`, `/leader` and friends in tests and the
-//! benchmark, without an HTTP client dependency.
+//! A blocking HTTP GET for probing `/metrics`, `/leader` and friends (and Prometheus's and
+//! Jaeger's query APIs) in tests and the benchmark, without an HTTP client dependency. It asks
+//! in HTTP/1.0, so every server answers with the whole body and closes: never in chunks.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -10,11 +11,8 @@ use crate::TestkitError;
 /// Status code and body of `GET path` on `addr`.
 pub fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), TestkitError> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
-    )?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nhost: {addr}\r\n\r\n")?;
     let mut raw = String::new();
     stream.read_to_string(&mut raw)?;
     let status = raw

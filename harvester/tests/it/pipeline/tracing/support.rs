@@ -3,8 +3,7 @@
 //! with their `traceparent`, and Jaeger's query API.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -124,22 +123,12 @@ pub(super) fn jaeger() -> Option<Jaeger> {
     Some(Jaeger { addr, base })
 }
 
-/// `GET path` on Jaeger's query API: HTTP/1.0, so the body comes whole (no chunks). Blocking:
-/// call it off the async runtime ([`trace`] does).
+/// `GET path` on Jaeger's query API, its JSON when it answers 200. Blocking: call it off the
+/// async runtime ([`trace`] does).
 fn get(jaeger: &Jaeger, path: &str) -> Option<Value> {
-    let addr = jaeger.addr;
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    let base = &jaeger.base;
-    write!(stream, "GET {base}{path} HTTP/1.0\r\nhost: {addr}\r\n\r\n").ok()?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?;
-    (status == "200")
-        .then(|| serde_json::from_str(body).ok())
+    let (status, body) = testkit::http::get(jaeger.addr, &format!("{}{path}", jaeger.base)).ok()?;
+    (status == 200)
+        .then(|| serde_json::from_str(&body).ok())
         .flatten()
 }
 
