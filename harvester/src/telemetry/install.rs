@@ -14,7 +14,7 @@ use opentelemetry_sdk::trace::{
 };
 use opentelemetry_sdk::Resource;
 
-use super::settings::{endpoint_problem, OtlpProtocol, TracingConfig};
+use super::settings::{endpoint_problem, shown, OtlpProtocol, TracingConfig};
 use crate::error::{ConfigProblem, Error};
 use crate::Result;
 
@@ -131,7 +131,7 @@ impl Resolved {
         if let Some(problem) = endpoint_problem(&endpoint).filter(|_| endpoint_from != FIELD) {
             env.problems.push(ConfigProblem::new(
                 endpoint_from,
-                format!("({endpoint:?}) {problem}; fix it or unset it"),
+                format!("({:?}) {problem}; fix it or unset it", shown(&endpoint)),
             ));
         }
         let resolved = Resolved {

@@ -92,7 +92,10 @@ impl TracingConfig {
             if let Some(problem) = endpoint_problem(e) {
                 p.push(ConfigProblem::new(
                     "tracing.endpoint",
-                    format!("({e:?}) {problem}; leave it unset for OTEL_EXPORTER_OTLP_ENDPOINT"),
+                    format!(
+                        "({:?}) {problem}; leave it unset for OTEL_EXPORTER_OTLP_ENDPOINT",
+                        shown(e)
+                    ),
                 ));
             }
         }
@@ -129,9 +132,12 @@ impl TracingConfig {
 }
 
 /// What is wrong with an OTLP endpoint URL, if anything: it must be plain `http://` (no TLS
-/// backend is built).
+/// backend is built), and hold no credentials (they would be sent in clear and printed wherever
+/// the endpoint is: logs, `check-config`).
 pub(crate) fn endpoint_problem(url: &str) -> Option<&'static str> {
-    if url.starts_with("http://") {
+    if userinfo_end(url).is_some() {
+        Some("holds credentials (user:password@); give them as OTEL_EXPORTER_OTLP_HEADERS, never in the URL")
+    } else if url.starts_with("http://") {
         None
     } else if url.starts_with("https://") {
         Some("is https://, but the harvester is built without a TLS backend for the exporter; give a plain http:// receiver (e.g. an OpenTelemetry Collector nearby that forwards over TLS)")
@@ -140,9 +146,49 @@ pub(crate) fn endpoint_problem(url: &str) -> Option<&'static str> {
     }
 }
 
+/// Where a URL's `user:password@` ends (the index of its `@`), if it has one.
+fn userinfo_end(url: &str) -> Option<usize> {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let authority = &url[start..];
+    let authority = &authority[..authority.find(['/', '?', '#']).unwrap_or(authority.len())];
+    authority.rfind('@').map(|i| start + i)
+}
+
+/// An endpoint as a message may print it: any credentials replaced.
+pub(crate) fn shown(url: &str) -> String {
+    match userinfo_end(url) {
+        Some(at) => {
+            let start = url.find("://").map_or(0, |i| i + 3);
+            format!("{}<redacted>{}", &url[..start], &url[at..])
+        }
+        None => url.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_with_credentials_is_refused_without_printing_them() {
+        let c = TracingConfig {
+            endpoint: Some("http://otel:s3cret@collector:4317/v1/traces".into()),
+            ..Default::default()
+        };
+        let p = c.problems();
+        assert_eq!(p.len(), 1);
+        assert!(p[0].message.contains("credentials"), "{}", p[0].message);
+        assert!(!p[0].message.contains("s3cret"), "{}", p[0].message);
+        assert!(
+            p[0].message.contains("http://<redacted>@collector:4317"),
+            "{}",
+            p[0].message
+        );
+        assert_eq!(
+            shown("http://collector:4317/a@b"),
+            "http://collector:4317/a@b"
+        );
+    }
 
     #[test]
     fn problems_name_the_field() {
