@@ -40,6 +40,13 @@ fn names_in(text: &str) -> BTreeSet<String> {
     used
 }
 
+/// The names of `used` that `metrics::names` does not define.
+fn undefined(used: &BTreeSet<String>) -> Vec<&String> {
+    used.iter()
+        .filter(|n| !names::ALL.contains(&n.as_str()))
+        .collect()
+}
+
 /// Every `harvester_*` token in the dashboards folder: the dashboard, the scrape config, the
 /// alerting rules and their unit tests.
 fn names_used() -> BTreeSet<String> {
@@ -99,10 +106,7 @@ fn dashboards_use_only_defined_names() {
         "the dashboards use {} names: {used:?}",
         used.len()
     );
-    let unknown: Vec<_> = used
-        .iter()
-        .filter(|n| !names::ALL.contains(&n.as_str()))
-        .collect();
+    let unknown = undefined(&used);
     assert!(
         unknown.is_empty(),
         "not defined in metrics::names: {unknown:?}"
@@ -122,10 +126,7 @@ fn every_alert_rule_uses_defined_names_says_what_to_do_and_is_unit_tested_both_w
         let expr = rule["expr"].as_str().expect("an expr");
         let used = names_in(expr);
         assert!(!used.is_empty(), "{name} reads no harvester metric: {expr}");
-        let unknown: Vec<_> = used
-            .iter()
-            .filter(|n| !names::ALL.contains(&n.as_str()))
-            .collect();
+        let unknown = undefined(&used);
         assert!(
             unknown.is_empty(),
             "{name}: not defined in metrics::names: {unknown:?}"
